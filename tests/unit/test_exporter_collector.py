@@ -1,0 +1,91 @@
+import pytest
+from prometheus_client import CollectorRegistry
+
+from streaming.exporter import ClientSeriesPolicy, JobHealth, RebalanceCollector, SnapshotStore
+
+pytestmark = pytest.mark.unit
+
+
+def snapshot(group="g", **overrides):
+    snap = {
+        "group": group, "system": "rocketmq", "event_time_ms": 10_000, "members": 4,
+        "queues": {"TopicX": 2, "TopicY": 2}, "double_assigned": {"TopicX": 1, "TopicY": 0},
+        "orphaned": {"TopicX": 0, "TopicY": 1}, "conflict_since_ms": 4_000, "skew_ratio": 2.0,
+        "idle_clients": 2, "subscription_inconsistent": 0, "strategy_inconsistent": 1,
+        "client_id_collisions": 0, "view_divergent_clients": 1, "broker_view_divergent": 0,
+        "allocation_mismatch_clients": 0, "rebalances_total": 3, "queue_moves_total": 5,
+        "client_queues": {"c1": 2, "c2": 2, "c3": 0, "c4": 0},
+    }
+    snap.update(overrides)
+    return snap
+
+
+def registry_for(store, **kwargs):
+    registry = CollectorRegistry()
+    registry.register(RebalanceCollector(store, clock=lambda: 20.0, **kwargs))
+    return registry
+
+
+def test_group_series_carry_snapshot_values():
+    store = SnapshotStore()
+    store.replace_group(snapshot())
+    reg = registry_for(store)
+    labels = {"system": "rocketmq", "group": "g"}
+    assert reg.get_sample_value("rebalance_group_members", labels) == 4
+    assert reg.get_sample_value("rebalance_skew_ratio", labels) == 2.0
+    assert reg.get_sample_value("rebalance_idle_clients", labels) == 2
+    assert reg.get_sample_value("rebalance_strategy_inconsistent", labels) == 1
+    assert reg.get_sample_value("rebalance_rebalances_total", labels) == 3
+    assert reg.get_sample_value("rebalance_queue_moves_total", labels) == 5
+    assert reg.get_sample_value("rebalance_double_assigned_queues", {**labels, "topic": "TopicX"}) == 1
+    assert reg.get_sample_value("rebalance_orphaned_queues", {**labels, "topic": "TopicY"}) == 1
+    assert reg.get_sample_value("rebalance_group_queues", {**labels, "topic": "TopicY"}) == 2
+    assert reg.get_sample_value("rebalance_client_queues", {**labels, "client": "c3"}) == 0
+    assert reg.get_sample_value("rebalance_monitor_groups") == 1
+
+
+def test_conflict_age_uses_the_jobs_event_time_clock():
+    store = SnapshotStore()
+    store.replace_group(snapshot())
+    store.update_health(JobHealth(max_event_time_ms=16_000))
+    reg = registry_for(store)
+    assert reg.get_sample_value("rebalance_conflict_age_seconds", {"system": "rocketmq", "group": "g"}) == 12.0
+    store.replace_group(snapshot(conflict_since_ms=None))
+    assert reg.get_sample_value("rebalance_conflict_age_seconds", {"system": "rocketmq", "group": "g"}) == 0.0
+
+
+def test_removed_group_leaves_no_series():
+    store = SnapshotStore()
+    store.replace_group(snapshot("a"))
+    store.replace_group(snapshot("b"))
+    store.remove_group("rocketmq", "a")
+    reg = registry_for(store)
+    assert reg.get_sample_value("rebalance_group_members", {"system": "rocketmq", "group": "a"}) is None
+    assert reg.get_sample_value("rebalance_client_queues", {"system": "rocketmq", "group": "a", "client": "c1"}) is None
+    assert reg.get_sample_value("rebalance_group_members", {"system": "rocketmq", "group": "b"}) == 4
+    assert reg.get_sample_value("rebalance_monitor_groups") == 1
+
+
+def test_client_series_can_be_capped_or_switched_off():
+    store = SnapshotStore()
+    store.replace_group(snapshot())
+    capped = registry_for(store, clients=ClientSeriesPolicy(max_per_group=2))
+    labels = {"system": "rocketmq", "group": "g"}
+    present = [c for c in ("c1", "c2", "c3", "c4")
+               if capped.get_sample_value("rebalance_client_queues", {**labels, "client": c}) is not None]
+    assert present == ["c1", "c2"]
+    off = registry_for(store, clients=ClientSeriesPolicy(enabled=False))
+    assert off.get_sample_value("rebalance_client_queues", {**labels, "client": "c1"}) is None
+
+
+def test_health_series():
+    store = SnapshotStore()
+    store.update_health(JobHealth(events_total={"heartbeat": 7}, invalid_events_total={"not_json": 2},
+                                  batch_duration_seconds=0.5, last_batch_timestamp_seconds=15.0,
+                                  max_event_time_ms=12_000))
+    reg = registry_for(store)
+    assert reg.get_sample_value("rebalance_monitor_events_total", {"type": "heartbeat"}) == 7
+    assert reg.get_sample_value("rebalance_monitor_invalid_events_total", {"reason": "not_json"}) == 2
+    assert reg.get_sample_value("rebalance_monitor_batch_duration_seconds") == 0.5
+    assert reg.get_sample_value("rebalance_monitor_last_batch_timestamp_seconds") == 15.0
+    assert reg.get_sample_value("rebalance_monitor_input_lag_seconds") == 8.0
