@@ -1,0 +1,188 @@
+"""The group-level call: every client's RocketMQ allocation for one shared view, in one pass.
+
+Equal to calling `rocketmq.allocate` once per client (duplicates and exceptions included), but the
+inputs are sorted once, `cidAll.indexOf` is one dict, and a consistent-hash ring is built once
+(and reused across the topics of `allocate_group_topics`).
+
+>>> g = allocate_group("AVG", {}, [("T", "b", i) for i in range(10)], ["c3", "c1", "c2"])
+>>> {cid: [q[2] for q in share] for cid, share in g.results.items()}
+{'c1': [0, 1, 2, 3], 'c2': [4, 5, 6], 'c3': [7, 8, 9]}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from operator import itemgetter
+
+from streaming.core.allocation.rocketmq import (
+    AllocationError,
+    ByConfig,
+    Queue,
+    Strategy,
+    make_strategy,
+    params_problem,
+    queue_problem,
+    sort_client_ids,
+    sort_queues,
+)
+
+_INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
+
+
+@dataclass(frozen=True)
+class GroupAllocation:
+    results: dict[str, list[Queue] | None]  # client id -> its share in Java's order; None on error
+    errors: dict[str, str]                  # client id -> "java.lang.IllegalArgumentException: ..."
+
+
+class InvalidAllocationInput(ValueError):
+    """The request cannot be run at all (malformed input, not a Java exception)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class _View:
+    cids: list[str]         # cidAll, sorted as RebalanceImpl sorts it
+    members: frozenset[str]
+    requested: list[str]    # distinct ids to compute, in output order
+
+
+_Plan = tuple[Strategy | AllocationError, list[str]]
+
+
+def queues_problem(queues: Sequence) -> str | None:
+    """Why these queues are not all valid, or None; C-level passes for the common valid case."""
+    if set(map(type, queues)) <= {tuple} and set(map(len, queues)) <= {3}:
+        names = set(map(itemgetter(0), queues)) | set(map(itemgetter(1), queues))
+        ids = list(map(itemgetter(2), queues))
+        if set(map(type, names)) <= {str} and set(map(type, ids)) <= {int}:
+            if not ids or (min(ids) >= _INT_MIN and max(ids) <= _INT_MAX):
+                return None
+    return next(filter(None, map(queue_problem, queues)), "invalid queue")
+
+
+def _ids_problem(what: str, ids: Sequence) -> str | None:
+    if not set(map(type, ids)) <= {str}:
+        return f"{what} must be str, got {next(i for i in ids if type(i) is not str)!r}"
+    return None
+
+
+def _plans(strategy: str, params: Mapping | None, requested: list[str],
+           client_params: Mapping[str, Mapping] | None) -> list[_Plan]:
+    """One strategy instance per distinct parameter set (per-client params: CONFIG's lists)."""
+    by_params: dict[int, tuple[Mapping | None, list[str]]] = {}
+    for cid in requested:
+        own = client_params.get(cid) if client_params else None
+        by_params.setdefault(id(own), (own, []))[1].append(cid)
+    plans: list[_Plan] = []
+    for own, clients in by_params.values():
+        effective = params if own is None else {**(params or {}), **own}
+        try:
+            plans.append((make_strategy(strategy, effective), clients))
+        except AllocationError as error:
+            plans.append((error, clients))
+    return plans
+
+
+def _check_all(plan: _Plan, mq_all: list[Queue], view: _View,
+               results: dict, errors: dict) -> None:
+    """`check` for every client of one plan, then one `shares` call for the members among them."""
+    instance, clients = plan
+    if isinstance(instance, AllocationError):
+        errors.update(dict.fromkeys(clients, str(instance)))
+        return
+    if isinstance(instance, ByConfig):
+        results.update({cid: instance.allocate(cid, mq_all, view.cids) for cid in clients})
+        return
+    group_failure = None
+    if not mq_all:
+        group_failure = "mqAll is null or mqAll empty"
+    elif not view.cids:
+        group_failure = "cidAll is null or cidAll empty"
+    members = []
+    for cid in clients:
+        if not cid:
+            errors[cid] = str(AllocationError("currentCID is empty"))
+        elif group_failure:
+            errors[cid] = str(AllocationError(group_failure))
+        elif cid in view.members:
+            members.append(cid)
+        else:
+            results[cid] = []
+    if members:
+        try:
+            results.update(instance.shares(mq_all, view.cids, members))
+        except AllocationError as error:
+            errors.update(dict.fromkeys(members, str(error)))
+
+
+def _allocate_sorted(plans: list[_Plan], mq_all: list[Queue], view: _View) -> GroupAllocation:
+    results: dict[str, list[Queue] | None] = dict.fromkeys(view.requested)
+    errors: dict[str, str] = {}
+    for plan in plans:
+        _check_all(plan, mq_all, view, results, errors)
+    return GroupAllocation(results=results, errors=errors)
+
+
+def _prepare(strategy: str, params: Mapping | None, client_ids: Iterable[str],
+             for_clients: Iterable[str] | None,
+             client_params: Mapping[str, Mapping] | None) -> tuple[list[_Plan], _View]:
+    cids = list(client_ids)
+    requested_raw = cids if for_clients is None else list(for_clients)
+    problem = (params_problem(strategy, params) or _ids_problem("client ids", cids)
+               or _ids_problem("requested client ids", requested_raw))
+    if problem is None and client_params is not None:
+        problem = next(filter(None, (params_problem(strategy, {**(params or {}), **own})
+                                     for own in client_params.values())), None)
+    if problem:
+        raise InvalidAllocationInput(problem)
+    cids_sorted = sort_client_ids(cids)
+    requested = list(dict.fromkeys(cids_sorted if for_clients is None else requested_raw))
+    view = _View(cids=cids_sorted, members=frozenset(cids_sorted), requested=requested)
+    return _plans(strategy, params, requested, client_params), view
+
+
+def allocate_group(strategy: str, params: Mapping | None, queues: Iterable[Queue],
+                   client_ids: Iterable[str], for_clients: Iterable[str] | None = None,
+                   client_params: Mapping[str, Mapping] | None = None) -> GroupAllocation:
+    """Every requested client's share of one topic's queues, as each client computes it.
+
+    Sorts the inputs as RebalanceImpl does; `for_clients` defaults to every distinct id of
+    `client_ids` and may name ids outside it (Java gives them []). Raises InvalidAllocationInput
+    (with a reason) for malformed input; Java's exceptions land in `errors`, never raised.
+    """
+    queue_list = list(queues)
+    problem = queues_problem(queue_list)
+    if problem:
+        raise InvalidAllocationInput(problem)
+    plans, view = _prepare(strategy, params, client_ids, for_clients, client_params)
+    return _allocate_sorted(plans, sort_queues(queue_list), view)
+
+
+def allocate_group_topics(strategy: str, params: Mapping | None,
+                          queues_by_topic: Mapping[str, Iterable[Queue]],
+                          client_ids: Iterable[str], for_clients: Iterable[str] | None = None,
+                          client_params: Mapping[str, Mapping] | None = None,
+                          ) -> dict[str, GroupAllocation]:
+    """`allocate_group` for each topic of a subscription, as RebalanceImpl runs topic by topic.
+
+    The client list is sorted once and a consistent-hash ring is built once for all topics.
+    >>> by_topic = {"A": [("A", "b", 0), ("A", "b", 1)], "B": [("B", "b", 0), ("B", "b", 1)]}
+    >>> groups = allocate_group_topics("AVG", {}, by_topic, ["c1", "c2", "c3", "c4"])
+    >>> [sum(len(groups[t].results[c]) for t in groups) for c in ("c1", "c2", "c3", "c4")]
+    [2, 2, 0, 0]
+    """
+    queue_lists = {topic: list(queues) for topic, queues in queues_by_topic.items()}
+    for topic, queue_list in queue_lists.items():
+        problem = queues_problem(queue_list)
+        if problem is None and not set(map(itemgetter(0), queue_list)) <= {topic}:
+            problem = f"topic {topic!r} lists a queue of another topic"
+        if problem:
+            raise InvalidAllocationInput(problem)
+    plans, view = _prepare(strategy, params, client_ids, for_clients, client_params)
+    return {topic: _allocate_sorted(plans, sort_queues(queue_list), view)
+            for topic, queue_list in queue_lists.items()}

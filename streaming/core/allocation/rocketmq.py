@@ -1,0 +1,381 @@
+"""RocketMQ queue-allocation strategies, bit-exact with the upstream Java client.
+
+Each class mirrors one `AllocateMessageQueueStrategy` of `org.apache.rocketmq.client.consumer
+.rebalance`. `allocate` is the per-client call, exactly as Java's; `shares` computes every member's
+share in one pass (the group-level path in `group.py` uses it). Inputs are sorted as
+`RebalanceImpl.rebalanceByTopic` sorts them (`sort_queues`, `sort_client_ids`).
+
+>>> queues = sort_queues([("T", "broker-a", i) for i in range(10)])
+>>> [len(allocate("AVG", {}, c, queues, ["c1", "c2", "c3"])) for c in ("c1", "c2", "c3")]
+[4, 3, 3]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from functools import cmp_to_key
+from typing import ClassVar
+
+from streaming.core.allocation.consistent_hash import ConsistentHashRouter, queue_key
+from streaming.core.allocation.javaorder import (
+    is_code_point_order_safe,
+    java_order_key,
+    java_sorted,
+    java_split,
+)
+
+Queue = tuple[str, str, int]  # (topic, broker_name, queue_id): MessageQueue
+
+_INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
+
+
+class AllocationError(Exception):
+    """An exception the Java strategy throws; str(e) is exactly Java's `toString()`."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"java.lang.IllegalArgumentException: {message}")
+        self.message = message
+
+
+def as_queue(value) -> Queue:
+    """A Queue from a (topic, broker, id) sequence or a {topic, broker, queue_id} mapping."""
+    if isinstance(value, Mapping):
+        return (value["topic"], value["broker"], value["queue_id"])
+    topic, broker, queue_id = value
+    return (topic, broker, queue_id)
+
+
+def queue_string(queue: Queue) -> str:
+    return queue_key(*queue)
+
+
+def _java_int_compare(left: Queue, right: Queue, keys: Mapping[str, bytes]) -> int:
+    """`MessageQueue.compareTo`, including its overflowing `this.queueId - o.queueId`."""
+    for a, b in ((keys[left[0]], keys[right[0]]), (keys[left[1]], keys[right[1]])):
+        if a != b:
+            return -1 if a < b else 1
+    diff = (left[2] - right[2] + (1 << 31)) % (1 << 32) - (1 << 31)
+    return diff
+
+
+def sort_queues(queues: Iterable[Queue]) -> list[Queue]:
+    """`Collections.sort` over the topic's queue set: (topic, broker, queue id), Java order.
+
+    Duplicates are dropped first because RebalanceImpl sorts a copy of a `Set<MessageQueue>`.
+    """
+    unique = list(dict.fromkeys(queues))
+    names = {q[0] for q in unique} | {q[1] for q in unique}
+    ids = [q[2] for q in unique]
+    if ids and max(ids) - min(ids) > _INT_MAX:
+        # The subtraction overflows: reproduce the comparator (Java's TimSort may still order an
+        # inconsistent comparator differently; ids this far apart do not occur in practice).
+        keys = {name: java_order_key(name) for name in names}
+        return sorted(unique, key=cmp_to_key(lambda a, b: _java_int_compare(a, b, keys)))
+    if is_code_point_order_safe(names):
+        unique.sort()
+        return unique
+    keys = {name: java_order_key(name) for name in names}
+    unique.sort(key=lambda q: (keys[q[0]], keys[q[1]], q[2]))
+    return unique
+
+
+def sort_client_ids(client_ids: Iterable[str]) -> list[str]:
+    """cidAll as RebalanceImpl sorts it: Java String order, duplicates kept."""
+    return java_sorted(client_ids)
+
+
+def first_index_by_id(cid_all: Sequence[str]) -> dict[str, int]:
+    """`cidAll.indexOf(id)` for every id at once: the first position of each id."""
+    size = len(cid_all)
+    # Reversed insertion: the earliest position of a duplicated id is written last and wins.
+    return dict(zip(reversed(cid_all), range(size - 1, -1, -1), strict=True))
+
+
+class Strategy:
+    """One upstream strategy; a fresh instance per call, as RebalanceImpl uses them."""
+
+    name: ClassVar[str] = ""
+
+    def __init__(self, params: Mapping | None = None) -> None:
+        self.params = dict(params or {})
+
+    def check(self, current_cid: str, mq_all: Sequence[Queue], cid_all: Sequence[str]) -> bool:
+        """`AbstractAllocateMessageQueueStrategy.check`, in its order of checks."""
+        if not current_cid:
+            raise AllocationError("currentCID is empty")
+        if not mq_all:
+            raise AllocationError("mqAll is null or mqAll empty")
+        if not cid_all:
+            raise AllocationError("cidAll is null or cidAll empty")
+        return current_cid in cid_all
+
+    def allocate(self, current_cid: str, mq_all: Sequence[Queue],
+                 cid_all: Sequence[str]) -> list[Queue]:
+        if not self.check(current_cid, mq_all, cid_all):
+            return []
+        return self.shares(mq_all, cid_all, [current_cid])[current_cid]
+
+    def shares(self, mq_all: Sequence[Queue], cid_all: Sequence[str],
+               members: Iterable[str] | None = None) -> dict[str, list[Queue]]:
+        """The share of each member id (default: all) after `check` passed for them."""
+        raise NotImplementedError
+
+
+class Averagely(Strategy):
+    """AllocateMessageQueueAveragely: contiguous blocks, the first `mod` clients get one more.
+
+    10 queues, cidAll [c1, c2, c3] -> c1: q0..q3, c2: q4..q6, c3: q7..q9. A duplicated id
+    takes the first slot's block at every process; its other slot's block goes to nobody.
+    """
+
+    name = "AVG"
+
+    def shares(self, mq_all, cid_all, members=None):
+        n, m = len(mq_all), len(cid_all)
+        first = first_index_by_id(cid_all)
+        wanted = first if members is None else {c: first[c] for c in members}
+        if n <= m:
+            # averageSize 1: slot i < n gets queue i, the rest get nothing.
+            return {c: mq_all[i:i + 1] for c, i in wanted.items()}
+        base, mod = divmod(n, m)
+        result = {}
+        for cid, index in wanted.items():
+            if index < mod:
+                start = index * (base + 1)
+                result[cid] = mq_all[start:start + base + 1]
+            else:
+                start = index * base + mod
+                result[cid] = mq_all[start:start + base]
+        return result
+
+
+class AveragelyByCircle(Strategy):
+    """AllocateMessageQueueAveragelyByCircle: slot i takes queues i, i+m, i+2m, ...
+
+    7 queues, cidAll [c1, c2, c3] -> c1: q0,q3,q6; c2: q1,q4; c3: q2,q5.
+    """
+
+    name = "AVG_BY_CIRCLE"
+
+    def shares(self, mq_all, cid_all, members=None):
+        m = len(cid_all)
+        first = first_index_by_id(cid_all)
+        wanted = first if members is None else {c: first[c] for c in members}
+        return {cid: mq_all[index::m] for cid, index in wanted.items()}
+
+
+class ConsistentHash(Strategy):
+    """AllocateMessageQueueConsistentHash over an MD5 ring of `virtual_nodes` per client id.
+
+    Each queue goes to the ring owner of `MessageQueue.toString()`; results keep mqAll order.
+    A duplicated id is added twice (replicas cid-0..cid-19 for 10 vnodes), so no queue is lost.
+    """
+
+    name = "CONSISTENT_HASH"
+
+    def __init__(self, params=None):
+        super().__init__(params)
+        self.virtual_nodes = self.params.get("virtual_nodes", 10)
+        if self.virtual_nodes < 0:
+            raise AllocationError(f"illegal virtualNodeCnt :{self.virtual_nodes}")
+        self._router_cache: tuple[tuple[str, ...], ConsistentHashRouter] | None = None
+
+    def router(self, cid_all: Sequence[str]) -> ConsistentHashRouter:
+        """The ring for this cidAll; reused while the instance sees the same list (topics)."""
+        key = tuple(cid_all)
+        if self._router_cache is None or self._router_cache[0] != key:
+            self._router_cache = (key, ConsistentHashRouter(cid_all, self.virtual_nodes))
+        return self._router_cache[1]
+
+    def allocate(self, current_cid, mq_all, cid_all):
+        if not self.check(current_cid, mq_all, cid_all):
+            return []
+        router = ConsistentHashRouter(cid_all, self.virtual_nodes)
+        owners = router.route_all(queue_string(mq) for mq in mq_all)
+        return [mq for mq, owner in zip(mq_all, owners, strict=True) if owner == current_cid]
+
+    def shares(self, mq_all, cid_all, members=None):
+        owners = self.router(cid_all).route_all(queue_string(mq) for mq in mq_all)
+        buckets: dict[str, list[Queue]] = {cid: [] for cid in cid_all}
+        for mq, owner in zip(mq_all, owners, strict=True):
+            if owner is not None:
+                buckets[owner].append(mq)
+        return buckets if members is None else {c: buckets[c] for c in members}
+
+
+class ByMachineRoom(Strategy):
+    """AllocateMessageQueueByMachineRoom: only `idc@broker` queues of a consumer idc count.
+
+    Eligible = `brokerName.split("@")` has 2 parts and part 0 is in `consumer_idcs`; they are
+    split in blocks of len // m, the remainder dealt one each to the first slots.
+    """
+
+    name = "MACHINE_ROOM"
+
+    def __init__(self, params=None):
+        super().__init__(params)
+        self.consumer_idcs = frozenset(self.params.get("consumer_idcs", ()))
+
+    def eligible(self, mq_all: Sequence[Queue]) -> list[Queue]:
+        idcs, split_cache = self.consumer_idcs, {}
+        for broker in {mq[1] for mq in mq_all}:
+            parts = java_split(broker, "@")
+            split_cache[broker] = len(parts) == 2 and parts[0] in idcs
+        return [mq for mq in mq_all if split_cache[mq[1]]]
+
+    def shares(self, mq_all, cid_all, members=None):
+        premq = self.eligible(mq_all)
+        m = len(cid_all)
+        base, rem = divmod(len(premq), m)
+        first = first_index_by_id(cid_all)
+        wanted = first if members is None else {c: first[c] for c in members}
+        result = {}
+        for cid, index in wanted.items():
+            share = premq[base * index:base * index + base]
+            if rem > index:
+                share.append(premq[index + base * m])
+            result[cid] = share
+        return result
+
+
+class MachineRoomNearby(Strategy):
+    """AllocateMachineRoomNearby: the inner strategy inside each machine room first.
+
+    Queues of a room with live consumers go to those consumers only; queues of a room without
+    consumers are shared by everyone (inner strategy over cidAll), rooms in TreeMap order.
+    Rooms come from `broker_rooms` / `client_rooms`; a missing or empty room throws.
+    """
+
+    name = "MACHINE_ROOM_NEARBY"
+
+    def __init__(self, params=None):
+        super().__init__(params)
+        inner_name = self.params.get("inner", "AVG")
+        self.inner = make_strategy(inner_name, self.params.get("inner_params") or {})
+        self.broker_rooms = dict(self.params.get("broker_rooms") or {})
+        self.client_rooms = dict(self.params.get("client_rooms") or {})
+
+    def _rooms(self, mq_all, cid_all):
+        """`mr2Mq` and `mr2c` (TreeMaps), raising as Java does on the first unresolved name."""
+        mr2mq: dict[str, list[Queue]] = {}
+        for mq in mq_all:
+            room = self.broker_rooms.get(mq[1])
+            if not room:
+                raise AllocationError(f"Machine room is null for mq {queue_string(mq)}")
+            mr2mq.setdefault(room, []).append(mq)
+        mr2c: dict[str, list[str]] = {}
+        for cid in cid_all:
+            room = self.client_rooms.get(cid)
+            if not room:
+                raise AllocationError(f"Machine room is null for consumer id {cid}")
+            mr2c.setdefault(room, []).append(cid)
+        return mr2mq, mr2c
+
+    def shares(self, mq_all, cid_all, members=None):
+        mr2mq, mr2c = self._rooms(mq_all, cid_all)
+        wanted = list(dict.fromkeys(cid_all if members is None else members))
+        result: dict[str, list[Queue]] = {cid: [] for cid in wanted}
+        # 1. Each consumer's own room, shared among that room's consumers.
+        for room, room_cids in mr2c.items():
+            room_mqs = mr2mq.get(room)
+            if room_mqs:
+                in_room = [c for c in dict.fromkeys(room_cids) if c in result]
+                for cid, share in self.inner.shares(room_mqs, room_cids, in_room).items():
+                    result[cid].extend(share)
+        # 2. Rooms without consumers, in Java String order of room names, over cidAll.
+        orphan_rooms = java_sorted(room for room in mr2mq if room not in mr2c)
+        for room in orphan_rooms:
+            for cid, share in self.inner.shares(mr2mq[room], cid_all, wanted).items():
+                result[cid].extend(share)
+        return result
+
+
+class ByConfig(Strategy):
+    """AllocateMessageQueueByConfig: returns the configured list, whatever the group looks like.
+
+    No check at all (no error for an empty client id or an empty mqAll). An unconfigured list is
+    null in Java, which RebalanceImpl treats as nothing allocated: [] here.
+    """
+
+    name = "CONFIG"
+
+    def allocate(self, current_cid, mq_all, cid_all):
+        return [as_queue(q) for q in self.params.get("queues") or ()]
+
+    def shares(self, mq_all, cid_all, members=None):
+        configured = self.allocate("", mq_all, cid_all)
+        return {cid: list(configured) for cid in (cid_all if members is None else members)}
+
+
+def _is_java_int(value) -> bool:
+    return type(value) is int and _INT_MIN <= value <= _INT_MAX
+
+
+def queue_problem(queue) -> str | None:
+    """Why `queue` is not a valid Queue (topic str, broker str, Java int id), or None."""
+    if type(queue) is not tuple or len(queue) != 3:
+        return f"a queue must be a (topic, broker, queue_id) tuple, got {queue!r}"
+    topic, broker, queue_id = queue
+    if type(topic) is not str or type(broker) is not str or not _is_java_int(queue_id):
+        return f"a queue needs str topic, str broker and a 32-bit int queue id, got {queue!r}"
+    return None
+
+
+def _rooms_problem(name: str, rooms) -> str | None:
+    if rooms is None:
+        return None
+    if not isinstance(rooms, Mapping):
+        return f"{name} must map names to rooms"
+    if any(type(k) is not str or (v is not None and type(v) is not str) for k, v in rooms.items()):
+        return f"{name} must map str names to str rooms (or null)"
+    return None
+
+
+def params_problem(strategy: str, params) -> str | None:
+    """Why (strategy, params) cannot be run, or None. Java's own exceptions are not problems."""
+    if strategy not in STRATEGIES:
+        return f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}"
+    if params is None:
+        return None
+    if not isinstance(params, Mapping):
+        return "params must be a mapping"
+    if strategy == "CONSISTENT_HASH" and not _is_java_int(params.get("virtual_nodes", 10)):
+        return "virtual_nodes must be a 32-bit int"
+    if strategy == "MACHINE_ROOM":
+        idcs = params.get("consumer_idcs", ())
+        if not isinstance(idcs, list | tuple | set | frozenset) or any(
+                type(i) is not str for i in idcs):
+            return "consumer_idcs must be a collection of str"
+    if strategy == "MACHINE_ROOM_NEARBY":
+        problem = params_problem(params.get("inner", "AVG"), params.get("inner_params"))
+        return (problem or _rooms_problem("broker_rooms", params.get("broker_rooms"))
+                or _rooms_problem("client_rooms", params.get("client_rooms")))
+    if strategy == "CONFIG":
+        configured = params.get("queues") or ()
+        try:
+            queues = [as_queue(q) for q in configured]
+        except (KeyError, TypeError, ValueError):
+            return "queues must be (topic, broker, queue_id) items"
+        return next(filter(None, map(queue_problem, queues)), None)
+    return None
+
+
+STRATEGIES: dict[str, type[Strategy]] = {
+    cls.name: cls
+    for cls in (Averagely, AveragelyByCircle, ConsistentHash, ByMachineRoom, MachineRoomNearby,
+                ByConfig)
+}
+
+
+def make_strategy(strategy: str, params: Mapping | None = None) -> Strategy:
+    """A fresh strategy instance; a Java constructor exception is raised as AllocationError."""
+    return STRATEGIES[strategy](params)
+
+
+def allocate(strategy: str, params: Mapping, client_id: str, queues_sorted: Sequence[Queue],
+             cids_sorted: Sequence[str]) -> list[Queue]:
+    """The per-client call, exactly `AllocateMessageQueueStrategy.allocate`; raises AllocationError.
+
+    Inputs must already be sorted (`sort_queues`, `sort_client_ids`), as RebalanceImpl passes them.
+    """
+    return make_strategy(strategy, params).allocate(client_id, queues_sorted, cids_sorted)
