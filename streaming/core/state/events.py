@@ -1,0 +1,323 @@
+"""The event contract v1: parse and validate one raw event into normalised `Event`s.
+
+    >>> parse_event(b'{"type":"route","ts":0,"group":"g","topic":"T","brokers":{"b":2}}')
+    Invalid(reason='bad_timestamp', detail='ts 0 is outside [2000-01-01, 2100-01-01)')
+    >>> [e.queues for e in parse_event('{"type":"route","ts":"2024-01-01T00:00:00Z",'
+    ...                                 '"groups":["g1","g2"],"topic":"T","brokers":{"b":2}}')]
+    [(('b', 0), ('b', 1)), (('b', 0), ('b', 1))]
+
+Bad input never raises: it comes back as `Invalid(reason, detail)` with a stable reason name
+(INVALID_REASONS). docs/events.md documents every field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+MAX_EVENT_BYTES = 1024 * 1024
+MIN_TS_MS = 946_684_800_000      # 2000-01-01T00:00:00Z
+MAX_TS_MS = 4_102_444_800_000    # 2100-01-01T00:00:00Z (excluded)
+MAX_QUEUE_ID = 2**31 - 1
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+INVALID_REASONS: tuple[str, ...] = (
+    "not_json", "not_object", "oversized", "missing_field", "wrong_type", "unknown_type",
+    "missing_group", "bad_timestamp", "unknown_strategy", "bad_version", "unknown_system",
+    "bad_value",
+)
+EVENT_TYPES = ("heartbeat", "unregister", "route")
+SYSTEMS = ("rocketmq", "kafka")
+ROCKETMQ_STRATEGIES = ("AVG", "AVG_BY_CIRCLE", "CONSISTENT_HASH", "MACHINE_ROOM",
+                       "MACHINE_ROOM_NEARBY", "CONFIG")
+KAFKA_STRATEGIES = ("range", "roundrobin", "sticky", "cooperative-sticky")
+MESSAGE_MODELS = ("CLUSTERING", "BROADCASTING")
+
+Queue2 = tuple[str, int]          # (broker, queue_id); Kafka: ("", partition)
+Owned = tuple[str, str, int]      # (topic, broker, queue_id); Kafka: (topic, "", partition)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One normalised event. Fields that do not apply to the type keep their defaults."""
+
+    type: str
+    ts: int
+    group: str
+    system: str = "rocketmq"
+    client_id: str | None = None
+    topics: tuple[str, ...] = ()
+    strategy: str | None = None
+    strategy_params: Mapping = field(default_factory=dict)
+    message_model: str = "CLUSTERING"
+    shared: bool = False
+    address: str | None = None
+    broker: str | None = None
+    view_clients: tuple[str, ...] | None = None
+    view_queues: Mapping[str, tuple[Queue2, ...]] | None = None
+    owned: tuple[Owned, ...] | None = None
+    generation: int | None = None
+    group_instance_id: str | None = None
+    topic: str | None = None
+    queues: tuple[Queue2, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Invalid:
+    reason: str
+    detail: str
+
+
+class _Reject(Exception):
+    def __init__(self, reason: str, detail: str):
+        super().__init__(detail)
+        self.reason, self.detail = reason, detail
+
+
+def parse_event(raw: bytes | str | Mapping) -> list[Event] | Invalid:
+    """Validate one event; a route naming `groups` fans out into one Event per group."""
+    try:
+        obj = _load(raw)
+        return _parse_object(obj)
+    except _Reject as rejected:
+        return Invalid(rejected.reason, rejected.detail)
+    except (RecursionError, ValueError, TypeError, OverflowError) as error:  # belt and braces
+        return Invalid("bad_value", f"{type(error).__name__}: {error}"[:200])
+
+
+def _load(raw: bytes | str | Mapping) -> Mapping:
+    if isinstance(raw, Mapping):
+        return raw
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8", "surrogatepass")
+    if not isinstance(raw, bytes | bytearray | memoryview):
+        raise _Reject("not_json", f"expected bytes or str, got {type(raw).__name__}")
+    if len(raw) > MAX_EVENT_BYTES:
+        raise _Reject("oversized", f"{len(raw)} bytes > {MAX_EVENT_BYTES}")
+    try:
+        obj = json.loads(bytes(raw).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+        raise _Reject("not_json", str(error)[:200]) from None
+    if not isinstance(obj, dict):
+        raise _Reject("not_object", f"top-level JSON is {type(obj).__name__}")
+    return obj
+
+
+def _parse_object(obj: Mapping) -> list[Event]:
+    version = obj.get("v", 1)
+    if type(version) is not int or version != 1:
+        raise _Reject("bad_version", f"v={version!r}; this parser reads v 1")
+    event_type = obj.get("type")
+    if event_type is None:
+        raise _Reject("missing_field", "type")
+    if event_type not in EVENT_TYPES:
+        raise _Reject("unknown_type", f"type={str(event_type)[:80]!r}")
+    groups = _groups(obj)
+    if "ts" not in obj:
+        raise _Reject("missing_field", "ts")
+    ts = parse_ts(obj["ts"])
+    system = obj.get("system", "rocketmq")
+    if system not in SYSTEMS:
+        raise _Reject("unknown_system", f"system={str(system)[:80]!r}")
+    body = _BODY_PARSERS[event_type](obj, system)
+    return [Event(type=event_type, ts=ts, group=g, system=system, **body) for g in groups]
+
+
+def _groups(obj: Mapping) -> list[str]:
+    names: list[str] = []
+    if obj.get("group") is not None:
+        names.append(_name(obj["group"], "group"))
+    if obj.get("type") == "route" and obj.get("groups") is not None:
+        listed = obj["groups"]
+        if not isinstance(listed, list):
+            raise _Reject("wrong_type", "groups must be a list of strings")
+        names.extend(_name(g, "groups[]") for g in listed)
+    if not names:
+        raise _Reject("missing_group", "no group (or groups for a route)")
+    return list(dict.fromkeys(names))
+
+
+def parse_ts(value) -> int:
+    """Epoch milliseconds (number or digit string) or an ISO-8601 string -> epoch ms."""
+    if isinstance(value, bool):
+        raise _Reject("wrong_type", "ts must be epoch ms or an ISO-8601 string")
+    if isinstance(value, int | float):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise _Reject("bad_timestamp", f"ts {value!r}")
+        ms = int(math.floor(value))
+    elif isinstance(value, str):
+        ms = _parse_ts_text(value.strip())
+    else:
+        raise _Reject("wrong_type", "ts must be epoch ms or an ISO-8601 string")
+    if not MIN_TS_MS <= ms < MAX_TS_MS:
+        raise _Reject("bad_timestamp", f"ts {ms} is outside [2000-01-01, 2100-01-01)")
+    return ms
+
+
+def _parse_ts_text(text: str) -> int:
+    if text.lstrip("-").isdigit() and len(text) <= 17:
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text.replace("z", "Z"))
+    except ValueError:
+        raise _Reject("bad_timestamp", f"ts {text[:60]!r} is not ISO-8601") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return (moment - _EPOCH) // timedelta(milliseconds=1)
+
+
+def _name(value, what: str) -> str:
+    if not isinstance(value, str):
+        raise _Reject("wrong_type", f"{what} must be a string")
+    if not value:
+        raise _Reject("missing_group" if what.startswith("group") else "bad_value",
+                      f"{what} is empty")
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+        raise _Reject("bad_value", f"{what} contains a control character")
+    return value
+
+
+def _str(obj: Mapping, key: str, required: bool = False) -> str | None:
+    value = obj.get(key)
+    if value is None:
+        if required:
+            raise _Reject("missing_field", key)
+        return None
+    return _name(value, key)
+
+
+def _int(value, what: str, low: int = 0, high: int = MAX_QUEUE_ID) -> int:
+    if type(value) is not int:
+        raise _Reject("wrong_type", f"{what} must be an integer")
+    if not low <= value <= high:
+        raise _Reject("bad_value", f"{what}={value} is outside [{low}, {high}]")
+    return value
+
+
+def _list(obj: Mapping, key: str, required: bool = False) -> list | None:
+    value = obj.get(key)
+    if value is None:
+        if required:
+            raise _Reject("missing_field", key)
+        return None
+    if not isinstance(value, list):
+        raise _Reject("wrong_type", f"{key} must be a list")
+    return value
+
+
+def _queue_list(value, what: str) -> tuple[Queue2, ...]:
+    if not isinstance(value, list):
+        raise _Reject("wrong_type", f"{what} must be a list of [broker, queue_id]")
+    queues = []
+    for item in value:
+        if not isinstance(item, list) or len(item) != 2:
+            raise _Reject("wrong_type", f"{what} items must be [broker, queue_id]")
+        queues.append((_name(item[0], f"{what} broker"), _int(item[1], f"{what} queue_id")))
+    return tuple(sorted(set(queues)))
+
+
+def _brokers(value) -> tuple[Queue2, ...]:
+    if not isinstance(value, dict):
+        raise _Reject("wrong_type", "brokers must be an object broker -> queue count")
+    queues = []
+    for broker, count in value.items():
+        count = _int(count, f"brokers[{broker}]", 0, 65_536)
+        queues.extend((_name(broker, "broker"), qid) for qid in range(count))
+    return tuple(sorted(queues))
+
+
+def _heartbeat(obj: Mapping, system: str) -> dict:
+    client_id = _str(obj, "client_id", required=True)
+    topics = tuple(sorted({_name(t, "topics[]") for t in _list(obj, "topics", True)}))
+    strategy = _strategy(obj.get("strategy"), system)
+    params = obj.get("strategy_params") or {}
+    if not isinstance(params, dict):
+        raise _Reject("wrong_type", "strategy_params must be an object")
+    model = obj.get("message_model", "CLUSTERING")
+    if model not in MESSAGE_MODELS:
+        raise _Reject("bad_value", f"message_model={str(model)[:40]!r}")
+    shared = obj.get("shared", obj.get("pop", False))
+    if not isinstance(shared, bool):
+        raise _Reject("wrong_type", "shared must be a boolean")
+    view_clients, view_queues = _view(obj.get("view"))
+    generation = obj.get("generation")
+    return dict(
+        client_id=client_id, topics=topics, strategy=strategy,
+        strategy_params=json.loads(json.dumps(params, sort_keys=True)),
+        message_model=model, shared=shared, address=_str(obj, "address"),
+        broker=_str(obj, "broker"), view_clients=view_clients, view_queues=view_queues,
+        owned=_owned(obj.get("owned"), system),
+        generation=None if generation is None else _int(generation, "generation", -1),
+        group_instance_id=_str(obj, "group_instance_id"),
+    )
+
+
+def _strategy(value, system: str) -> str:
+    if value is None:
+        raise _Reject("missing_field", "strategy")
+    if not isinstance(value, str):
+        raise _Reject("wrong_type", "strategy must be a string")
+    known = KAFKA_STRATEGIES if system == "kafka" else ROCKETMQ_STRATEGIES
+    for name in known:
+        if value.lower() == name.lower():
+            return name
+    raise _Reject("unknown_strategy", f"{system} strategy {value[:60]!r}")
+
+
+def _view(value) -> tuple[tuple[str, ...] | None, dict | None]:
+    if value is None:
+        return None, None
+    if not isinstance(value, dict):
+        raise _Reject("wrong_type", "view must be an object")
+    clients = value.get("clients")
+    if clients is not None:
+        if not isinstance(clients, list):
+            raise _Reject("wrong_type", "view.clients must be a list")
+        clients = tuple(sorted(_name(c, "view.clients[]") for c in clients))
+    queues = value.get("queues")
+    if queues is not None:
+        if not isinstance(queues, dict):
+            raise _Reject("wrong_type", "view.queues must be an object topic -> queues")
+        queues = {_name(t, "view topic"): _queue_list(q, "view.queues") for t, q in queues.items()}
+    return clients, queues
+
+
+def _owned(value, system: str) -> tuple[Owned, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise _Reject("wrong_type", "owned must be a list")
+    owned = set()
+    for item in value:
+        if system == "kafka":
+            if not isinstance(item, list) or len(item) != 2:
+                raise _Reject("wrong_type", "owned items must be [topic, partition]")
+            owned.add((_name(item[0], "owned topic"), "", _int(item[1], "owned partition")))
+        else:
+            if not isinstance(item, list) or len(item) != 3:
+                raise _Reject("wrong_type", "owned items must be [topic, broker, queue_id]")
+            owned.add((_name(item[0], "owned topic"), _name(item[1], "owned broker"),
+                       _int(item[2], "owned queue_id")))
+    return tuple(sorted(owned))
+
+
+def _unregister(obj: Mapping, system: str) -> dict:
+    return dict(client_id=_str(obj, "client_id", required=True), address=_str(obj, "address"))
+
+
+def _route(obj: Mapping, system: str) -> dict:
+    topic = _str(obj, "topic", required=True)
+    if system == "kafka" and obj.get("partitions") is not None:
+        count = _int(obj["partitions"], "partitions", 0, 1_000_000)
+        return dict(topic=topic, queues=tuple(("", p) for p in range(count)))
+    if obj.get("queues") is not None:
+        return dict(topic=topic, queues=_queue_list(obj["queues"], "queues"))
+    if obj.get("brokers") is not None:
+        return dict(topic=topic, queues=_brokers(obj["brokers"]))
+    raise _Reject("missing_field", "partitions" if system == "kafka" else "queues or brokers")
+
+
+_BODY_PARSERS = {"heartbeat": _heartbeat, "unregister": _unregister, "route": _route}

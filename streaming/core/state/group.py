@@ -1,0 +1,240 @@
+"""GroupState: one consumer group's members, routes and last computed allocation.
+
+`apply_event` folds one event in and says what it changed; `expire_until` removes members (and
+brokers' entries for them) whose session timed out, as of an event time. Both are pure functions
+of the state and their arguments, so a replay in (ts, offset) order is deterministic.
+
+    >>> from streaming.core.state.events import parse_event
+    >>> state = GroupState("g", "rocketmq", session_timeout_ms=120_000)
+    >>> [hb] = parse_event({"type": "heartbeat", "ts": 1_700_000_000_000, "group": "g",
+    ...                     "client_id": "c1", "topics": ["T"], "strategy": "AVG"})
+    >>> apply_event(state, hb)
+    Change(alloc=True, members=None, brokers=False)
+    >>> apply_event(state, hb)      # same facts again: no re-run needed
+    Change(alloc=False, members=frozenset(), brokers=False)
+    >>> [t for t, _ in expire_until(state, 1_700_000_120_001)]
+    [1700000120001]
+    >>> len(state.members)
+    0
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from streaming.core.state.events import Event, Owned, Queue2
+
+MemberKey = tuple[str, str]         # (client_id, address or "")
+NEVER = 2**62
+
+
+@dataclass
+class Member:
+    """One process of the group, as its latest heartbeat describes it."""
+
+    client_id: str
+    address: str
+    last_seen: int
+    joined: int                      # join order: Kafka's leader builds its member map in it
+    topics: tuple[str, ...] = ()
+    strategy: str = "AVG"
+    params: dict = field(default_factory=dict)
+    model: str = "CLUSTERING"
+    shared: bool = False
+    view_clients: tuple[str, ...] | None = None
+    view_queues: dict[str, tuple[Queue2, ...]] | None = None
+    owned: tuple[Owned, ...] | None = None
+    generation: int | None = None
+    instance_id: str | None = None
+    brokers: dict[str, int] = field(default_factory=dict)   # broker -> last heartbeat via it
+
+    @property
+    def key(self) -> MemberKey:
+        return (self.client_id, self.address)
+
+    @property
+    def clustering(self) -> bool:
+        """Takes part in conflicts: BROADCASTING and shared (POP) readers never conflict."""
+        return self.model == "CLUSTERING" and not self.shared
+
+    def inputs(self) -> tuple:
+        """Everything of this member that the allocation (re-run or claims) depends on."""
+        return (self.topics, self.strategy, self.params, self.model, self.shared,
+                self.view_clients, self.view_queues, self.owned, self.generation, self.instance_id)
+
+
+class Change(NamedTuple):
+    """What an event changed. alloc: re-run needed; members: which members (None = all)."""
+
+    alloc: bool
+    members: frozenset | None
+    brokers: bool
+
+    @property
+    def any(self) -> bool:
+        return self.alloc or self.brokers
+
+
+NO_CHANGE = Change(False, frozenset(), False)
+
+
+@dataclass
+class GroupState:
+    group: str
+    system: str
+    session_timeout_ms: int
+    members: dict[MemberKey, Member] = field(default_factory=dict)
+    routes: dict[str, tuple[int, tuple[Queue2, ...]]] = field(default_factory=dict)
+    tombstones: dict[tuple[str, str | None], int] = field(default_factory=dict)
+    clock: int = 0                   # max event time applied
+    now: int = 0                     # event time up to which expiry has been processed
+    joins: int = 0
+    computed: dict[MemberKey, dict[str, tuple[Queue2, ...]]] = field(default_factory=dict)
+    since: dict[tuple, int] = field(default_factory=dict)   # finding identity -> start time
+    rebalances: int = 0
+    queue_moves: int = 0
+    events_total: dict[str, int] = field(default_factory=dict)
+    late_events: int = 0
+    ignored_events: int = 0
+    deadline_bound: int = NEVER      # lower bound of the next expiry; refreshes only raise it
+
+    def live_members(self) -> list[Member]:
+        """Members in a canonical order (client_id, address)."""
+        return [self.members[k] for k in sorted(self.members)]
+
+
+def apply_event(state: GroupState, event: Event) -> Change:
+    """Fold one event in. An event older than what is known about its member or topic never
+    undoes the newer fact (it still refreshes nothing)."""
+    state.events_total[event.type] = state.events_total.get(event.type, 0) + 1
+    if event.system != state.system:
+        state.ignored_events += 1
+        return NO_CHANGE
+    state.clock = max(state.clock, event.ts)
+    if event.type == "route":
+        return _apply_route(state, event)
+    if event.type == "unregister":
+        return _apply_unregister(state, event)
+    return _apply_heartbeat(state, event)
+
+
+def _apply_route(state: GroupState, event: Event) -> Change:
+    known = state.routes.get(event.topic)
+    if known is not None and event.ts < known[0]:
+        return NO_CHANGE
+    state.routes[event.topic] = (event.ts, event.queues)
+    if known is not None and known[1] == event.queues:
+        return NO_CHANGE
+    return Change(True, None, False)
+
+
+def _apply_unregister(state: GroupState, event: Event) -> Change:
+    tomb_key = (event.client_id, event.address)
+    state.tombstones[tomb_key] = max(state.tombstones.get(tomb_key, event.ts), event.ts)
+    gone = [k for k, m in state.members.items()
+            if k[0] == event.client_id and (event.address is None or k[1] == event.address)
+            and m.last_seen <= event.ts]
+    for key in gone:
+        _remove(state, key)
+    return Change(True, None, False) if gone else NO_CHANGE
+
+
+def _apply_heartbeat(state: GroupState, event: Event) -> Change:
+    key = (event.client_id, event.address or "")
+    tomb = max(state.tombstones.get((event.client_id, None), -1),
+               state.tombstones.get((event.client_id, event.address), -1))
+    if event.ts < tomb:
+        return NO_CHANGE
+    member = state.members.get(key)
+    if member is None:
+        member = Member(event.client_id, key[1], event.ts, state.joins)
+        state.joins += 1
+        state.members[key] = member
+        state.deadline_bound = min(state.deadline_bound, _deadline(state, event.ts))
+        _set_facts(member, event)
+        return Change(True, None, _note_broker(state, member, event))
+    if event.ts < member.last_seen:          # late: newer facts win; only a broker entry may move
+        return Change(False, frozenset(), _note_broker(state, member, event))
+    member.last_seen = event.ts
+    before = member.inputs()
+    _set_facts(member, event)
+    brokers_changed = _note_broker(state, member, event)
+    if member.inputs() == before:
+        return Change(False, frozenset(), brokers_changed)
+    return Change(True, frozenset([key]), brokers_changed)
+
+
+def _set_facts(member: Member, event: Event) -> None:
+    member.topics = event.topics
+    member.strategy = event.strategy
+    member.params = dict(event.strategy_params)
+    member.model = event.message_model
+    member.shared = event.shared
+    member.view_clients = event.view_clients
+    member.view_queues = dict(event.view_queues) if event.view_queues is not None else None
+    member.owned = event.owned
+    member.generation = event.generation
+    member.instance_id = event.group_instance_id
+
+
+def _note_broker(state: GroupState, member: Member, event: Event) -> bool:
+    """Record the heartbeat on the broker that received it; True if the broker's list changed."""
+    if event.broker is None:
+        return False
+    seen = member.brokers.get(event.broker)
+    member.brokers[event.broker] = max(seen if seen is not None else event.ts, event.ts)
+    if seen is None:
+        state.deadline_bound = min(state.deadline_bound, _deadline(state, event.ts))
+    return seen is None
+
+
+def _remove(state: GroupState, key: MemberKey) -> None:
+    del state.members[key]
+    state.computed.pop(key, None)
+
+
+def _deadline(state: GroupState, last_seen: int) -> int:
+    """First event time at which a session last refreshed at last_seen has expired."""
+    return last_seen + state.session_timeout_ms + 1
+
+
+def expire_until(state: GroupState, until: int) -> list[tuple[int, Change]]:
+    """Expire, in deadline order, every session whose deadline is <= until.
+    Returns (deadline, change) per distinct deadline, for the caller to re-run at that time."""
+    if state.deadline_bound > until:
+        return []
+    due: dict[int, list[tuple[MemberKey, str | None]]] = {}
+    bound = NEVER
+    for key, member in state.members.items():
+        for broker, seen in member.brokers.items():
+            deadline = _deadline(state, seen)
+            if deadline <= until:
+                due.setdefault(deadline, []).append((key, broker))
+            else:
+                bound = min(bound, deadline)
+        deadline = _deadline(state, member.last_seen)
+        if deadline <= until:
+            due.setdefault(deadline, []).append((key, None))
+        else:
+            bound = min(bound, deadline)
+    state.deadline_bound = bound
+    return [(deadline, _expire(state, due[deadline])) for deadline in sorted(due)]
+
+
+def _expire(state: GroupState, entries: list[tuple[MemberKey, str | None]]) -> Change:
+    members_gone = False
+    for key, broker in sorted(entries, key=lambda e: (e[0], e[1] is None, e[1] or "")):
+        if broker is not None:
+            state.members[key].brokers.pop(broker, None)
+        else:
+            _remove(state, key)
+            members_gone = True
+    return Change(members_gone, None, True) if members_gone else Change(False, frozenset(), True)
+
+
+def forget_tombstones(state: GroupState, before: int) -> None:
+    """Tombstones only guard against late heartbeats; after a session timeout they are moot."""
+    for key, ts in list(state.tombstones.items()):
+        if ts + state.session_timeout_ms < before:
+            del state.tombstones[key]
