@@ -1,0 +1,120 @@
+"""Events per contract v1 (docs/events.md) for what the simulated fleet does.
+
+A heartbeat event is one heartbeat as one broker received it, so it carries `broker`: that lets
+the monitor compare brokers' member lists. With `with_view`, heartbeats also carry the client's
+`view` (the member list and queues it last allocated from) and `owned` (what it holds), and the
+client heartbeats whenever its view changes (a real client only does when its allocation
+changes). Route events come from a route watcher polling the name server: one per group by
+default (so every event of a group lands in that group's partition), or one naming `groups`.
+
+    >>> sink = EventSink(epoch_ms=1_700_000_000_000)
+    >>> sink.route("T", [("T", "broker-a", 0)], ["g"], 5)
+    >>> sink.drain()
+    [{'v': 1, 'type': 'route', 'ts': 1700000000005, 'group': 'g', 'topic': 'T', 'queues': [['broker-a', 0]]}]
+
+`EncodedSink` yields (key, value) bytes ready for Kafka; a client's heartbeat is encoded once per
+change of the client and only the timestamp and broker are spliced in per event.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+SYSTEM = "rocketmq"
+
+
+class EventSink:
+    """Collects event dicts; `drain()` hands them over in emission order."""
+
+    def __init__(self, epoch_ms: int, with_view: bool = False, route_groups_list: bool = False):
+        self.epoch_ms = epoch_ms
+        self.with_view = with_view
+        self.route_groups_list = route_groups_list
+        self.heartbeat_on_view_change = with_view
+        self._out: list = []
+
+    def drain(self) -> list:
+        out, self._out = self._out, []
+        return out
+
+    def heartbeat(self, client, broker: str, now: int) -> None:
+        self._out.append(heartbeat_event(client, broker, self.epoch_ms + now, self.with_view))
+
+    def unregister(self, client, now: int) -> None:
+        self._out.append({"v": 1, "type": "unregister", "ts": self.epoch_ms + now,
+                          "group": client.group, "client_id": client.client_id,
+                          "address": client.address})
+
+    def route(self, topic: str, queues: Sequence, groups: Sequence[str], now: int) -> None:
+        for event in route_events(topic, queues, groups, self.epoch_ms + now,
+                                  self.route_groups_list):
+            self._out.append(event)
+
+
+def heartbeat_body(client, with_view: bool) -> dict:
+    """Every heartbeat field except v, type, ts and broker."""
+    body = {"group": client.group, "client_id": client.client_id, "address": client.address,
+            "topics": list(client.topics), "strategy": client.strategy}
+    if client.params:
+        body["strategy_params"] = client.params
+    if with_view and client.view_clients is not None:
+        body["view"] = {
+            "clients": list(client.view_clients),
+            "queues": {t: [[q[1], q[2]] for q in client.view_queues.get(t, ())]
+                       for t in client.topics},
+        }
+        body["owned"] = [[q[0], q[1], q[2]] for q in client.owned()]
+    return body
+
+
+def heartbeat_event(client, broker: str, ts: int, with_view: bool) -> dict:
+    return {"v": 1, "type": "heartbeat", "ts": ts, "broker": broker,
+            **heartbeat_body(client, with_view)}
+
+
+def route_events(topic: str, queues: Sequence, groups: Sequence[str], ts: int,
+                 groups_list: bool) -> list[dict]:
+    queue_list = [[q[1], q[2]] for q in queues]
+    if groups_list:
+        return [{"v": 1, "type": "route", "ts": ts, "groups": list(groups), "topic": topic,
+                 "queues": queue_list}]
+    return [{"v": 1, "type": "route", "ts": ts, "group": g, "topic": topic,
+             "queues": queue_list} for g in groups]
+
+
+def _dumps(obj) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+class EncodedSink(EventSink):
+    """Collects (key, value) bytes: key = the group name, value = the JSON event."""
+
+    def __init__(self, epoch_ms: int, with_view: bool = False, route_groups_list: bool = False):
+        super().__init__(epoch_ms, with_view, route_groups_list)
+        self._templates: dict = {}  # client -> (version, key, tail bytes)
+        self._brokers: dict[str, bytes] = {}
+
+    def heartbeat(self, client, broker: str, now: int) -> None:
+        cached = self._templates.get(client)
+        if cached is None or cached[0] != client.version:
+            tail = _dumps(heartbeat_body(client, self.with_view))[1:]  # '"group":...}'
+            cached = (client.version, client.group.encode(), tail)
+            self._templates[client] = cached
+        broker_json = self._brokers.get(broker)
+        if broker_json is None:
+            broker_json = self._brokers[broker] = _dumps(broker)
+        self._out.append((cached[1], b'{"v":1,"type":"heartbeat","ts":%d,"broker":%b,%b'
+                          % (self.epoch_ms + now, broker_json, cached[2])))
+
+    def unregister(self, client, now: int) -> None:
+        self._templates.pop(client, None)
+        super().unregister(client, now)
+        event = self._out.pop()
+        self._out.append((client.group.encode(), _dumps(event)))
+
+    def route(self, topic: str, queues: Sequence, groups: Sequence[str], now: int) -> None:
+        for event in route_events(topic, queues, groups, self.epoch_ms + now,
+                                  self.route_groups_list):
+            key = event.get("group") or event["groups"][0]
+            self._out.append((key.encode(), _dumps(event)))
