@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+from . import cooperative as _cooperative
 from . import range as _range
 from . import roundrobin as _roundrobin
+from . import sticky as _sticky
 from .java_collections import TopicPartition
 from .model import KafkaAssignError, KafkaMember, prepare
 
@@ -25,6 +27,8 @@ AssignFn = Callable[..., dict[str, list[TopicPartition]]]
 ASSIGNORS: dict[str, AssignFn] = {
     _range.NAME: _range.assign,
     _roundrobin.NAME: _roundrobin.assign,
+    _sticky.NAME: _sticky.assign,
+    _cooperative.NAME: _cooperative.assign,
 }
 
 __all__ = ["ASSIGNORS", "KafkaAssignError", "KafkaMember", "assign"]

@@ -2,8 +2,8 @@
 
 Upstream iterates ``HashMap``/``HashSet`` instances in several places, so the exact list order
 (and, in one sticky path, the choice of partition) follows Java's bucket order:
-bucket = ``(h ^ (h >>> 16)) & (capacity - 1)``, insertion order inside a bucket, capacity 16
-doubling whenever ``size > 0.75 * capacity``. ``JavaHashMap`` reproduces that layout (without
+bucket = ``(h ^ (h >>> 16)) & (capacity - 1)``, insertion order inside a bucket for ``put``
+(newest first for ``computeIfAbsent``), capacity 16 doubling whenever ``size > 0.75 * capacity``. ``JavaHashMap`` reproduces that layout (without
 treeification, which needs 9+ colliding keys in a table of at least 64 buckets).
 
 Example:
@@ -12,6 +12,11 @@ Example:
     ...     m.put(topic, 1)
     >>> list(m)          # "Z" and "orders" share bucket 10; "clicks" is in bucket 9
     ['clicks', 'orders', 'Z']
+    >>> g = JavaHashMap(java_string_hash)
+    >>> for topic in ("orders", "Z"):
+    ...     _ = g.compute_if_absent(topic, list)
+    >>> list(g)
+    ['Z', 'orders']
 """
 
 from __future__ import annotations
@@ -107,6 +112,21 @@ class JavaHashMap:
             self._resize()  # treeifyBin() resizes small tables instead of building a tree
         if len(self._values) > self._threshold:
             self._resize()
+
+    def compute_if_absent(self, key: Hashable, make: Callable[[], Any]) -> Any:
+        """``HashMap.computeIfAbsent``: unlike ``put`` it resizes *before* adding, and links the
+        new node at the *head* of its bucket, so colliding keys iterate newest first."""
+        if key in self._values:
+            return self._values[key]
+        if self._table is None or len(self._values) > self._threshold:
+            self._resize()
+        assert self._table is not None
+        bucket = self._table[_spread(self._hash_fn(key)) & (len(self._table) - 1)]
+        bucket.insert(0, key)
+        value = self._values[key] = make()
+        if len(bucket) > _TREEIFY_THRESHOLD and len(self._table) < _MIN_TREEIFY_CAPACITY:
+            self._resize()
+        return value
 
     def remove(self, key: Hashable) -> Any:
         if key not in self._values:
