@@ -98,6 +98,8 @@ class GroupState:
     late_events: int = 0
     ignored_events: int = 0
     deadline_bound: int = NEVER      # lower bound of the next expiry; refreshes only raise it
+    claims_cache: dict | None = field(default=None, repr=False, compare=False)   # not stored
+    findings_cache: object = field(default=None, repr=False, compare=False)      # not stored
 
     def live_members(self) -> list[Member]:
         """Members in a canonical order (client_id, address)."""
@@ -162,6 +164,8 @@ def _apply_heartbeat(state: GroupState, event: Event) -> Change:
     brokers_changed = _note_broker(state, member, event)
     if member.inputs() == before:
         return Change(False, frozenset(), brokers_changed)
+    if member.strategy == "MACHINE_ROOM_NEARBY" or "machine_room" in member.params:
+        return Change(True, None, brokers_changed)   # its room feeds every member's re-run
     return Change(True, frozenset([key]), brokers_changed)
 
 

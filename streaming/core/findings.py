@@ -1,0 +1,245 @@
+"""Findings of one group, the metrics snapshot, and the started / ended records between two sets.
+
+    >>> from streaming.core.state.events import parse_event
+    >>> from streaming.core.state.group import GroupState, apply_event
+    >>> from streaming.core.state.rerun import rerun
+    >>> state = GroupState("g", "rocketmq", 120_000)
+    >>> for raw in ([{"type": "route", "ts": 1e12, "group": "g", "topic": t, "brokers": {"b": 2}}
+    ...              for t in ("TopicX", "TopicY")] +
+    ...             [{"type": "heartbeat", "ts": 1e12, "group": "g", "client_id": f"c{i}",
+    ...               "topics": ["TopicX", "TopicY"], "strategy": "AVG"} for i in range(1, 5)]):
+    ...     _ = apply_event(state, parse_event(raw)[0])
+    >>> rerun(state)
+    >>> result = compute(state)
+    >>> result.skew_ratio, [f.clients for f in result.findings if f.kind == "idle_client"]
+    (2.0, [('c3',), ('c4',)])
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+
+from streaming.core.state.events import Queue2
+from streaming.core.state.group import GroupState, Member, MemberKey
+from streaming.core.state.rerun import claims_of, consensus_clients, consensus_queues, shared_params
+
+KINDS = ("double_assignment", "orphaned_queue", "skew", "idle_client",
+         "subscription_inconsistent", "strategy_inconsistent", "client_id_collision",
+         "view_divergent", "broker_view_divergent", "allocation_mismatch")
+CONFLICT_KINDS = ("double_assignment", "orphaned_queue")
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str
+    topic: str | None = None
+    queue: Queue2 | None = None
+    clients: tuple[str, ...] = ()
+    address: str | None = None
+    brokers: tuple[str, ...] = ()
+    detail: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def identity(self) -> tuple:
+        return (self.kind, self.topic, self.queue, self.clients, self.address, self.brokers)
+
+
+@dataclass
+class GroupFindings:
+    findings: list[Finding]
+    queues: dict[str, int]
+    loads: dict[MemberKey, int]
+    skew_ratio: float
+
+    def count(self, kind: str, topic: str | None = None) -> int:
+        return sum(1 for f in self.findings if f.kind == kind and (topic is None or f.topic == topic))
+
+
+def compute(state: GroupState) -> GroupFindings:
+    """Every finding of the group as it stands (claims from the last re-run)."""
+    claims = claims_of(state)
+    active = [m for m in state.live_members() if m.clustering]
+    topics = sorted({t for m in active for t in m.topics})
+    route = {t: q for t in topics if (q := consensus_queues(state, t)) is not None}
+    findings: list[Finding] = []
+    loads = {m.key: 0 for m in state.live_members()}
+    for topic, queues in route.items():
+        findings += _queue_findings(state, topic, queues, active, claims, loads)
+    for member in state.live_members():
+        if not member.clustering:
+            loads[member.key] = sum(len(route.get(t, ())) for t in member.topics)
+    skew_ratio, skew = _skew(route, active, loads)
+    findings += skew
+    findings += _inconsistency("subscription_inconsistent", active, lambda m: m.topics)
+    findings += _inconsistency("strategy_inconsistent", active, shared_params)
+    findings += _collisions(state)
+    if state.system == "rocketmq":
+        findings += _view_divergence(state, active)
+    findings += _broker_divergence(state)
+    findings += _mismatches(state)
+    return GroupFindings(findings, {t: len(q) for t, q in route.items()}, loads, skew_ratio)
+
+
+def _queue_findings(state, topic, queues, active, claims, loads) -> list[Finding]:
+    in_route = set(queues)
+    owners: dict[Queue2, list[Member]] = {}
+    for member in active:
+        for queue in claims.get(member.key, {}).get(topic, ()):
+            if queue in in_route:
+                owners.setdefault(queue, []).append(member)
+                loads[member.key] += 1
+    found = []
+    for queue in queues:
+        holders = owners.get(queue)
+        if not holders:
+            found.append(Finding("orphaned_queue", topic, queue))
+        elif len(holders) > 1:
+            found.append(Finding("double_assignment", topic, queue,
+                                 tuple(sorted(m.client_id for m in holders)),
+                                 detail={"addresses": sorted(m.address for m in holders)}))
+    return found
+
+
+def _skew(route, active, loads) -> tuple[float, list[Finding]]:
+    total = sum(len(q) for q in route.values())
+    if not total or not active:
+        return 1.0, []
+    ideal = math.ceil(total / len(active))
+    peak = max(loads[m.key] for m in active)
+    ratio = peak / ideal
+    found = []
+    if ratio > 1.0:
+        busiest = sorted({m.client_id for m in active if loads[m.key] == peak})
+        found.append(Finding("skew", detail={"skew_ratio": ratio, "ideal": ideal,
+                                             "max_load": peak, "busiest": busiest}))
+    if peak >= 2:
+        found += [Finding("idle_client", clients=(m.client_id,), address=m.address)
+                  for m in active if loads[m.key] == 0]
+    return ratio, found
+
+
+def _inconsistency(kind: str, active: list[Member], facet) -> list[Finding]:
+    """One finding naming the members whose facet differs from the most common one."""
+    votes = Counter(facet(m) for m in active)
+    if len(votes) < 2:
+        return []
+    usual = min(votes, key=lambda value: (-votes[value], repr(value)))
+    odd = [m for m in active if facet(m) != usual]
+    return [Finding(kind, clients=tuple(sorted(m.client_id for m in odd)),
+                    detail={"usual": repr(usual) if kind != "subscription_inconsistent"
+                            else list(usual)})]
+
+
+def _collisions(state: GroupState) -> list[Finding]:
+    addresses: dict[str, list[str]] = {}
+    for client_id, address in sorted(state.members):
+        addresses.setdefault(client_id, []).append(address)
+    return [Finding("client_id_collision", clients=(cid,), detail={"addresses": found})
+            for cid, found in addresses.items() if len(found) > 1]
+
+
+def _view_divergence(state: GroupState, active: list[Member]) -> list[Finding]:
+    cids = sorted(consensus_clients(state))
+    found = []
+    for member in active:
+        parts = []
+        if member.view_clients is not None and sorted(member.view_clients) != cids:
+            parts.append("clients")
+        for topic, queues in sorted((member.view_queues or {}).items()):
+            if topic in member.topics and queues != consensus_queues(state, topic):
+                parts.append(topic)
+        if parts:
+            found.append(Finding("view_divergent", clients=(member.client_id,),
+                                 address=member.address, detail={"differs": parts}))
+    return found
+
+
+def _broker_divergence(state: GroupState) -> list[Finding]:
+    lists: dict[str, set[MemberKey]] = {}
+    for key, member in state.members.items():
+        for broker in member.brokers:
+            lists.setdefault(broker, set()).add(key)
+    if len(lists) < 2 or len({frozenset(s) for s in lists.values()}) < 2:
+        return []
+    union = set().union(*lists.values())
+    return [Finding("broker_view_divergent", brokers=(broker,),
+                    clients=tuple(sorted(k[0] for k in union - held)))
+            for broker, held in sorted(lists.items()) if held != union]
+
+
+def _mismatches(state: GroupState) -> list[Finding]:
+    found = []
+    for member in state.live_members():
+        if member.owned is None or not member.clustering:
+            continue
+        computed = {(t, b, q) for t, share in state.computed.get(member.key, {}).items()
+                    for b, q in share}
+        owned = set(member.owned)
+        if owned != computed:
+            found.append(Finding("allocation_mismatch", clients=(member.client_id,),
+                                 address=member.address,
+                                 detail={"missing": len(computed - owned),
+                                         "extra": len(owned - computed)}))
+    return found
+
+
+def record(identity: tuple, since: int, status: str, group: str, system: str, at: int,
+           detail: dict | None = None) -> dict:
+    """One findings-topic record (docs/architecture.md), from a finding's identity."""
+    kind, topic, queue, clients, address, brokers = identity
+    out = {"status": status, "kind": kind, "group": group, "system": system, "topic": topic,
+           "queue": None if queue is None else list(queue), "clients": list(clients),
+           "since": since, "at": at}
+    if address is not None:
+        out["address"] = address
+    if brokers:
+        out["brokers"] = list(brokers)
+    if detail:
+        out["detail"] = detail
+    return out
+
+
+def diff(before: dict[tuple, int], after: dict[tuple, int], current: dict[tuple, Finding],
+         group: str, system: str, at: int) -> list[dict]:
+    """Records for the findings that ended (in before, not after) and started (the reverse).
+    A finding that ended and began again in between (a new `since`) yields both."""
+    ended = [record(i, s, "ended", group, system, at)
+             for i, s in sorted(before.items(), key=_order) if after.get(i) != s]
+    started = [record(i, s, "started", group, system, at,
+                      current[i].detail if i in current else None)
+               for i, s in sorted(after.items(), key=_order) if before.get(i) != s]
+    return ended + started
+
+
+def _order(item: tuple[tuple, int]) -> str:
+    return repr(item[0])
+
+
+def snapshot(state: GroupState, result: GroupFindings) -> dict:
+    """The JSON-able metrics snapshot of the group (docs/architecture.md)."""
+    conflicts = [state.since[f.identity] for f in result.findings
+                 if f.kind in CONFLICT_KINDS and f.identity in state.since]
+    client_queues: dict[str, int] = {}
+    for (client_id, _), load in sorted(result.loads.items()):
+        client_queues[client_id] = client_queues.get(client_id, 0) + load
+    return {
+        "group": state.group, "system": state.system, "event_time_ms": state.clock,
+        "members": len(state.members), "queues": dict(result.queues),
+        "double_assigned": {t: result.count("double_assignment", t) for t in result.queues},
+        "orphaned": {t: result.count("orphaned_queue", t) for t in result.queues},
+        "conflict_since_ms": min(conflicts) if conflicts else None,
+        "skew_ratio": result.skew_ratio,
+        "idle_clients": result.count("idle_client"),
+        "subscription_inconsistent": min(1, result.count("subscription_inconsistent")),
+        "strategy_inconsistent": min(1, result.count("strategy_inconsistent")),
+        "client_id_collisions": result.count("client_id_collision"),
+        "view_divergent_clients": result.count("view_divergent"),
+        "broker_view_divergent": min(1, result.count("broker_view_divergent")),
+        "allocation_mismatch_clients": result.count("allocation_mismatch"),
+        "rebalances_total": state.rebalances, "queue_moves_total": state.queue_moves,
+        "client_queues": client_queues, "events_total": dict(sorted(state.events_total.items())),
+        "late_events_total": state.late_events, "ignored_events_total": state.ignored_events,
+        "findings": len(result.findings),
+    }

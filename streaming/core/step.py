@@ -1,0 +1,183 @@
+"""step(): the one call the Spark state function makes per group and micro-batch.
+
+    >>> from streaming.core.state.events import parse_event
+    >>> raw = [{"type": "route", "ts": 1_700_000_000_000, "group": "g", "topic": "T",
+    ...         "brokers": {"b": 3}}] + [
+    ...        {"type": "heartbeat", "ts": 1_700_000_000_000, "group": "g", "client_id": c,
+    ...         "topics": ["T"], "strategy": "AVG"} for c in ("c1", "c2")]
+    >>> out = step(None, [(parse_event(r)[0], i) for i, r in enumerate(raw)])
+    >>> out.snapshot["client_queues"], out.snapshot["skew_ratio"], out.changes
+    ({'c1': 2, 'c2': 1}, 1.0, [])
+    >>> gone = step(out.blob, [], watermark_ms=1_700_000_000_000 + 10 * 60_000)
+    >>> gone.blob is None, gone.snapshot
+    (True, None)
+
+Determinism: events are applied one at a time in (ts, offset) order, and the allocation is re-run
+after every event (or session expiry) that changes its inputs, so the history counters and every
+finding's `since` do not depend on how events are cut into batches. Events that arrive late
+but within `reorder_window_ms` of the group's clock (or above the watermark) are put back in their
+place: the blob keeps the settled state before the window plus the window's events, and each step
+replays the window. Events later than that are merged into the settled state at its edge, where a
+newer fact of the same member or topic always wins (counted as `late_events_total`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from streaming.core import findings as fnd
+from streaming.core.state.codec import Stored, decode, encode, render_state
+from streaming.core.state.events import Event
+from streaming.core.state.group import (
+    Change,
+    GroupState,
+    apply_event,
+    expire_until,
+    forget_tombstones,
+)
+from streaming.core.state.rerun import claims_of, rerun
+
+
+@dataclass(frozen=True)
+class StepConfig:
+    session_timeout_ms: int = 120_000
+    kafka_session_timeout_ms: int = 45_000
+    reorder_window_ms: int = 10_000
+
+    def timeout_for(self, system: str) -> int:
+        return self.kafka_session_timeout_ms if system == "kafka" else self.session_timeout_ms
+
+
+@dataclass(frozen=True)
+class StepOutput:
+    blob: bytes | None
+    snapshot: dict | None
+    changes: list[dict]
+
+
+def step(blob: bytes | None, events: Sequence[tuple[Event, int]], *,
+         watermark_ms: int | None = None, config: StepConfig = StepConfig()) -> StepOutput:
+    """Decode (None = new group), apply, find, diff against the last published findings, encode."""
+    if blob is None:
+        if not events:
+            return StepOutput(None, None, [])
+        first, _ = min(events, key=_order)
+        state = GroupState(first.group, first.system, config.timeout_for(first.system))
+        stored = Stored(state, [], -(2**62), {}, 0)
+    else:
+        stored = decode(blob)
+    stored.settled.session_timeout_ms = config.timeout_for(stored.settled.system)
+    view, settled_blob_parts = _advance(stored, events, watermark_ms, config)
+    current = findings_of(view)
+    now = view.now
+    if not view.members and now > view.clock + view.session_timeout_ms:
+        changes = fnd.diff(stored.published, {}, {}, view.group, view.system, now)
+        return StepOutput(None, None, changes)
+    after = {f.identity: view.since[f.identity] for f in current.findings}
+    by_identity = {f.identity: f for f in current.findings}
+    changes = fnd.diff(stored.published, after, by_identity, view.group, view.system, now)
+    settled, pending, horizon = settled_blob_parts
+    new_blob = encode(Stored(settled, pending, horizon, after, now))
+    return StepOutput(new_blob, fnd.snapshot(view, current), changes)
+
+
+def snapshot_of(blob: bytes) -> dict:
+    """The group's snapshot from its blob alone (rebuilds /metrics after a restart)."""
+    stored = decode(blob)
+    view = stored.settled
+    view.claims_cache = claims_of(view)
+    _replay(view, stored.pending, stored.now)
+    return fnd.snapshot(view, findings_of(view))
+
+
+def _order(item: tuple[Event, int]) -> tuple[int, int]:
+    return (item[0].ts, item[1])
+
+
+def _advance(stored: Stored, events, watermark_ms, config):
+    """Merge too-late events into the settled state, replay the window, cut the new settled
+    state at the new horizon. Returns (view state, (settled, pending, horizon))."""
+    state = stored.settled
+    late = sorted((item for item in events if item[0].ts < stored.horizon), key=_order)
+    if state.claims_cache is None:
+        state.claims_cache = claims_of(state)
+    for event, _ in late:
+        state.late_events += 1
+        _react(state, apply_event(state, event), state.now)
+    window = sorted([*stored.pending, *(i for i in events if i[0].ts >= stored.horizon)],
+                    key=_order)
+    clock = max([state.clock, *(e.ts for e, _ in window)])
+    now = max(clock, watermark_ms or 0, state.now, stored.now)
+    horizon = max(stored.horizon, clock - config.reorder_window_ms,
+                  watermark_ms if watermark_ms is not None else -(2**62))
+    cut = next((i for i, (e, _) in enumerate(window) if e.ts >= horizon), len(window))
+    _replay(state, window[:cut], horizon - 1)
+    forget_tombstones(state, horizon)
+    settled = render_state(state)        # rendered now: the replay below goes on mutating it
+    view = _replay(state, window[cut:], now)
+    return view, (settled, window[cut:], horizon)
+
+
+def _replay(state: GroupState, items, until: int) -> GroupState:
+    """Apply items in order, expiring sessions as event time passes, then expire up to until."""
+    for event, _ in items:
+        _expire(state, event.ts)
+        _react(state, apply_event(state, event), event.ts)
+    _expire(state, until)
+    return state
+
+
+def _expire(state: GroupState, until: int) -> None:
+    for deadline, change in expire_until(state, until):
+        _react(state, change, deadline)
+    state.now = max(state.now, until)
+
+
+def _react(state: GroupState, change: Change, at: int) -> None:
+    """After a change at event time `at`: re-run if needed, count churn, track `since`."""
+    state.now = max(state.now, at)
+    if not change.any:
+        return
+    if change.alloc:
+        before = state.claims_cache
+        rerun(state, change.members)
+        after = claims_of(state)
+        if _nonempty(before) != _nonempty(after):
+            state.rebalances += 1
+            state.queue_moves += _moves(before, after)
+        state.claims_cache = after
+    since = state.since
+    state.findings_cache = fnd.compute(state)
+    current = {f.identity for f in state.findings_cache.findings}
+    state.since = {i: since.get(i, at) for i in sorted(current, key=repr)}
+
+
+def findings_of(state: GroupState) -> fnd.GroupFindings:
+    if state.findings_cache is None:
+        state.findings_cache = fnd.compute(state)
+    return state.findings_cache
+
+
+def _nonempty(claims) -> dict:
+    return {k: v for k, v in claims.items() if any(v.values())}
+
+
+def _moves(before, after) -> int:
+    """Queues that went to a member that did not hold them, from a member that did."""
+    old = _owners(before)
+    moved = 0
+    for slot, holders in _owners(after).items():
+        previous = old.get(slot)
+        if previous:
+            moved += len(holders - previous)
+    return moved
+
+
+def _owners(claims) -> dict[tuple, set]:
+    owners: dict[tuple, set] = {}
+    for key, by_topic in claims.items():
+        for topic, queues in by_topic.items():
+            for queue in queues:
+                owners.setdefault((topic, queue), set()).add(key)
+    return owners
