@@ -9,13 +9,13 @@ from streaming.core.allocation.group import (
     InvalidAllocationInput,
     allocate_group,
     allocate_group_topics,
+    params_problem,
 )
 from streaming.core.allocation.rocketmq import (
     STRATEGIES,
     AllocationError,
     Queue,
     allocate,
-    params_problem,
     sort_client_ids,
     sort_queues,
 )

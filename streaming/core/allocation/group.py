@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from operator import itemgetter
 
 from streaming.core.allocation.rocketmq import (
+    STRATEGIES,
     AllocationError,
     ByConfig,
     Queue,
     Strategy,
+    as_queue,
     make_strategy,
-    params_problem,
-    queue_problem,
     sort_client_ids,
     sort_queues,
 )
@@ -52,6 +52,59 @@ class _View:
 
 
 _Plan = tuple[Strategy | AllocationError, list[str]]
+
+
+def _is_java_int(value) -> bool:
+    return type(value) is int and _INT_MIN <= value <= _INT_MAX
+
+
+def queue_problem(queue) -> str | None:
+    """Why `queue` is not a valid Queue (topic str, broker str, Java int id), or None."""
+    if type(queue) is not tuple or len(queue) != 3:
+        return f"a queue must be a (topic, broker, queue_id) tuple, got {queue!r}"
+    topic, broker, queue_id = queue
+    if type(topic) is not str or type(broker) is not str or not _is_java_int(queue_id):
+        return f"a queue needs str topic, str broker and a 32-bit int queue id, got {queue!r}"
+    return None
+
+
+def _rooms_problem(name: str, rooms) -> str | None:
+    if rooms is None:
+        return None
+    if not isinstance(rooms, Mapping):
+        return f"{name} must map names to rooms"
+    if any(type(k) is not str or (v is not None and type(v) is not str) for k, v in rooms.items()):
+        return f"{name} must map str names to str rooms (or null)"
+    return None
+
+
+def params_problem(strategy: str, params) -> str | None:
+    """Why (strategy, params) cannot be run, or None. Java's own exceptions are not problems."""
+    if not isinstance(strategy, str) or strategy not in STRATEGIES:
+        return f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}"
+    if params is None:
+        return None
+    if not isinstance(params, Mapping):
+        return "params must be a mapping"
+    if strategy == "CONSISTENT_HASH" and not _is_java_int(params.get("virtual_nodes", 10)):
+        return "virtual_nodes must be a 32-bit int"
+    if strategy == "MACHINE_ROOM":
+        idcs = params.get("consumer_idcs", ())
+        if not isinstance(idcs, list | tuple | set | frozenset) or any(
+                type(i) is not str for i in idcs):
+            return "consumer_idcs must be a collection of str"
+    if strategy == "MACHINE_ROOM_NEARBY":
+        problem = params_problem(params.get("inner", "AVG"), params.get("inner_params"))
+        return (problem or _rooms_problem("broker_rooms", params.get("broker_rooms"))
+                or _rooms_problem("client_rooms", params.get("client_rooms")))
+    if strategy == "CONFIG":
+        configured = params.get("queues") or ()
+        try:
+            queues = [as_queue(q) for q in configured]
+        except (KeyError, TypeError, ValueError):
+            return "queues must be (topic, broker, queue_id) items"
+        return next(filter(None, map(queue_problem, queues)), None)
+    return None
 
 
 def queues_problem(queues: Sequence) -> str | None:
@@ -136,6 +189,9 @@ def _prepare(strategy: str, params: Mapping | None, client_ids: Iterable[str],
     problem = (params_problem(strategy, params) or _ids_problem("client ids", cids)
                or _ids_problem("requested client ids", requested_raw))
     if problem is None and client_params is not None:
+        if not isinstance(client_params, Mapping) or not all(
+                isinstance(own, Mapping) for own in client_params.values()):
+            raise InvalidAllocationInput("client_params must map client ids to mappings")
         problem = next(filter(None, (params_problem(strategy, {**(params or {}), **own})
                                      for own in client_params.values())), None)
     if problem:

@@ -26,7 +26,7 @@ from streaming.core.allocation.javaorder import (
 
 Queue = tuple[str, str, int]  # (topic, broker_name, queue_id): MessageQueue
 
-_INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
+_INT_MAX = (1 << 31) - 1
 
 
 class AllocationError(Exception):
@@ -111,9 +111,8 @@ class Strategy:
 
     def allocate(self, current_cid: str, mq_all: Sequence[Queue],
                  cid_all: Sequence[str]) -> list[Queue]:
-        if not self.check(current_cid, mq_all, cid_all):
-            return []
-        return self.shares(mq_all, cid_all, [current_cid])[current_cid]
+        """The per-client Java method, transcribed statement by statement (no shortcuts)."""
+        raise NotImplementedError
 
     def shares(self, mq_all: Sequence[Queue], cid_all: Sequence[str],
                members: Iterable[str] | None = None) -> dict[str, list[Queue]]:
@@ -129,6 +128,20 @@ class Averagely(Strategy):
     """
 
     name = "AVG"
+
+    def allocate(self, current_cid, mq_all, cid_all):
+        if not self.check(current_cid, mq_all, cid_all):
+            return []
+        index = cid_all.index(current_cid)
+        mod = len(mq_all) % len(cid_all)
+        if len(mq_all) <= len(cid_all):
+            average_size = 1
+        elif mod > 0 and index < mod:
+            average_size = len(mq_all) // len(cid_all) + 1
+        else:
+            average_size = len(mq_all) // len(cid_all)
+        start = index * average_size if mod > 0 and index < mod else index * average_size + mod
+        return [mq_all[start + i] for i in range(min(average_size, len(mq_all) - start))]
 
     def shares(self, mq_all, cid_all, members=None):
         n, m = len(mq_all), len(cid_all)
@@ -156,6 +169,12 @@ class AveragelyByCircle(Strategy):
     """
 
     name = "AVG_BY_CIRCLE"
+
+    def allocate(self, current_cid, mq_all, cid_all):
+        if not self.check(current_cid, mq_all, cid_all):
+            return []
+        index = cid_all.index(current_cid)
+        return [mq_all[i] for i in range(index, len(mq_all)) if i % len(cid_all) == index]
 
     def shares(self, mq_all, cid_all, members=None):
         m = len(cid_all)
@@ -223,6 +242,22 @@ class ByMachineRoom(Strategy):
             split_cache[broker] = len(parts) == 2 and parts[0] in idcs
         return [mq for mq in mq_all if split_cache[mq[1]]]
 
+    def allocate(self, current_cid, mq_all, cid_all):
+        if not self.check(current_cid, mq_all, cid_all):
+            return []
+        current_index = cid_all.index(current_cid)
+        premq = []
+        for mq in mq_all:
+            parts = java_split(mq[1], "@")
+            if len(parts) == 2 and parts[0] in self.consumer_idcs:
+                premq.append(mq)
+        mod, rem = len(premq) // len(cid_all), len(premq) % len(cid_all)
+        start = mod * current_index
+        result = [premq[i] for i in range(start, start + mod)]
+        if rem > current_index:
+            result.append(premq[current_index + mod * len(cid_all)])
+        return result
+
     def shares(self, mq_all, cid_all, members=None):
         premq = self.eligible(mq_all)
         m = len(cid_all)
@@ -271,6 +306,20 @@ class MachineRoomNearby(Strategy):
             mr2c.setdefault(room, []).append(cid)
         return mr2mq, mr2c
 
+    def allocate(self, current_cid, mq_all, cid_all):
+        if not self.check(current_cid, mq_all, cid_all):
+            return []
+        mr2mq, mr2c = self._rooms(mq_all, cid_all)
+        current_room = self.client_rooms.get(current_cid)
+        room_mqs = mr2mq.pop(current_room, None)
+        results = []
+        if room_mqs:
+            results += self.inner.allocate(current_cid, room_mqs, mr2c.get(current_room))
+        for room in java_sorted(mr2mq):
+            if room not in mr2c:
+                results += self.inner.allocate(current_cid, mr2mq[room], cid_all)
+        return results
+
     def shares(self, mq_all, cid_all, members=None):
         mr2mq, mr2c = self._rooms(mq_all, cid_all)
         wanted = list(dict.fromkeys(cid_all if members is None else members))
@@ -305,59 +354,6 @@ class ByConfig(Strategy):
     def shares(self, mq_all, cid_all, members=None):
         configured = self.allocate("", mq_all, cid_all)
         return {cid: list(configured) for cid in (cid_all if members is None else members)}
-
-
-def _is_java_int(value) -> bool:
-    return type(value) is int and _INT_MIN <= value <= _INT_MAX
-
-
-def queue_problem(queue) -> str | None:
-    """Why `queue` is not a valid Queue (topic str, broker str, Java int id), or None."""
-    if type(queue) is not tuple or len(queue) != 3:
-        return f"a queue must be a (topic, broker, queue_id) tuple, got {queue!r}"
-    topic, broker, queue_id = queue
-    if type(topic) is not str or type(broker) is not str or not _is_java_int(queue_id):
-        return f"a queue needs str topic, str broker and a 32-bit int queue id, got {queue!r}"
-    return None
-
-
-def _rooms_problem(name: str, rooms) -> str | None:
-    if rooms is None:
-        return None
-    if not isinstance(rooms, Mapping):
-        return f"{name} must map names to rooms"
-    if any(type(k) is not str or (v is not None and type(v) is not str) for k, v in rooms.items()):
-        return f"{name} must map str names to str rooms (or null)"
-    return None
-
-
-def params_problem(strategy: str, params) -> str | None:
-    """Why (strategy, params) cannot be run, or None. Java's own exceptions are not problems."""
-    if strategy not in STRATEGIES:
-        return f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}"
-    if params is None:
-        return None
-    if not isinstance(params, Mapping):
-        return "params must be a mapping"
-    if strategy == "CONSISTENT_HASH" and not _is_java_int(params.get("virtual_nodes", 10)):
-        return "virtual_nodes must be a 32-bit int"
-    if strategy == "MACHINE_ROOM":
-        idcs = params.get("consumer_idcs", ())
-        if not isinstance(idcs, list | tuple | set | frozenset) or any(
-                type(i) is not str for i in idcs):
-            return "consumer_idcs must be a collection of str"
-    if strategy == "MACHINE_ROOM_NEARBY":
-        problem = params_problem(params.get("inner", "AVG"), params.get("inner_params"))
-        return (problem or _rooms_problem("broker_rooms", params.get("broker_rooms"))
-                or _rooms_problem("client_rooms", params.get("client_rooms")))
-    if strategy == "CONFIG":
-        configured = params.get("queues") or ()
-        try:
-            queues = [as_queue(q) for q in configured]
-        except (KeyError, TypeError, ValueError):
-            return "queues must be (topic, broker, queue_id) items"
-        return next(filter(None, map(queue_problem, queues)), None)
-    return None
 
 
 STRATEGIES: dict[str, type[Strategy]] = {
