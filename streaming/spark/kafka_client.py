@@ -1,0 +1,216 @@
+"""confluent-kafka side of the embedded reader: client settings, true end offsets, range reads.
+
+No Spark here, so it runs (and is tested) the same on the driver and on executors.
+
+Why `true_ends` reads the tail: the embedded broker (tansu) reports as high watermark the base
+offset of the last record batch + 1, not the end of the log. A reader that trusts it never
+sees the rest of the last batch. Reading from (reported watermark - 1) to partition EOF finds
+the real end on tansu, and costs one record on a real Kafka broker, where it returns the
+watermark itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from streaming.spark.offset_ranges import DataLossError, OffsetRange, TopicPartitionKey
+
+log = logging.getLogger(__name__)
+
+# Settings the reader owns: it assigns partitions itself and never commits.
+MANAGED_SETTINGS = frozenset({
+    "group.id", "enable.auto.commit", "enable.auto.offset.store", "auto.offset.reset",
+    "enable.partition.eof", "key.deserializer", "value.deserializer", "bootstrap.servers",
+})
+_JAAS_FIELD = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+def client_settings(bootstrap_servers: str, kafka_options: Mapping[str, str]) -> dict:
+    """librdkafka settings from Spark-style `kafka.*` options (prefix already removed).
+
+    Java's `sasl.jaas.config` (PLAIN / SCRAM login modules) becomes sasl.username/password;
+    every other setting is passed as is, so librdkafka names work and unknown ones fail loudly.
+
+    >>> client_settings("b:9092", {"security.protocol": "SASL_SSL", "sasl.jaas.config":
+    ...     'o.a.k.c.s.plain.PlainLoginModule required username="u" password="p";'})
+    {'bootstrap.servers': 'b:9092', 'security.protocol': 'SASL_SSL', 'sasl.username': 'u', \
+'sasl.password': 'p'}
+    """
+    settings = {"bootstrap.servers": bootstrap_servers}
+    for key, value in kafka_options.items():
+        if key in MANAGED_SETTINGS:
+            raise ValueError(f"kafka.{key} is managed by the reader and cannot be set")
+        if key == "sasl.jaas.config":
+            fields = dict(_JAAS_FIELD.findall(str(value)))
+            if set(fields) != {"username", "password"}:
+                raise ValueError(
+                    "kafka.sasl.jaas.config: only PLAIN/SCRAM login modules with username "
+                    "and password are understood; set kafka.sasl.username/sasl.password instead"
+                )
+            settings["sasl.username"] = fields["username"]
+            settings["sasl.password"] = fields["password"]
+        else:
+            settings[key] = str(value)
+    return settings
+
+
+def new_consumer(settings: Mapping[str, str]) -> Consumer:
+    config = {
+        "isolation.level": "read_uncommitted",  # as Spark's kafka source: offsets are dense
+        "fetch.wait.max.ms": 50,
+        **settings,
+        "group.id": f"rebalance-monitor-reader-{uuid.uuid4().hex}",  # never joined nor committed
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": True,
+        "auto.offset.reset": "error",
+    }
+    return Consumer(config)
+
+
+def partition_counts(consumer: Consumer, topics, timeout_s: float) -> dict[str, int]:
+    """Partitions per topic; a topic that does not exist (yet) has 0."""
+    counts = {}
+    for topic in topics:
+        metadata = consumer.list_topics(topic=topic, timeout=timeout_s).topics.get(topic)
+        ok = metadata is not None and metadata.error is None
+        counts[topic] = len(metadata.partitions) if ok else 0
+    return counts
+
+
+def watermarks(consumer: Consumer, keys, timeout_s: float) -> dict[TopicPartitionKey, tuple]:
+    """{key: (low, reported_high)} as the broker reports them."""
+    return {
+        key: tuple(consumer.get_watermark_offsets(TopicPartition(*key), timeout=timeout_s))
+        for key in keys
+    }
+
+
+def true_ends(
+    consumer: Consumer,
+    marks: Mapping[TopicPartitionKey, tuple[int, int]],
+    timeout_s: float = 5.0,
+    max_probe_records: int = 100_000,
+) -> dict[TopicPartitionKey, int]:
+    """The real end of each partition: the reported watermark, pushed up to the EOF found by
+    reading from (watermark - 1). Every returned end has all records below it in the log.
+
+    A probe stops at EOF, after `max_probe_records` (a busy partition: the next call goes on
+    from there), or at the deadline; the end is then the last record seen + 1.
+    """
+    ends = {key: high for key, (low, high) in marks.items()}
+    probe_from = {key: high - 1 for key, (low, high) in marks.items() if high > low}
+    if not probe_from:
+        return ends
+    consumer.assign([TopicPartition(t, p, offset) for (t, p), offset in probe_from.items()])
+    pending, seen = set(probe_from), dict.fromkeys(probe_from, 0)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while pending and time.monotonic() < deadline:
+            for message in consumer.consume(num_messages=10_000, timeout=0.01):
+                key = (message.topic(), message.partition())
+                if key not in pending or message.offset() < probe_from[key]:
+                    continue  # left over from an earlier assignment
+                error = message.error()
+                if error is None:
+                    ends[key] = max(ends[key], message.offset() + 1)
+                    seen[key] += 1
+                    if seen[key] >= max_probe_records:
+                        pending.discard(key)
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    ends[key] = max(ends[key], message.offset())
+                    pending.discard(key)
+                else:
+                    log.warning("end probe of %s: %s", key, error)
+                    pending.discard(key)
+    finally:
+        consumer.unassign()
+    if pending:
+        log.warning("end probe timed out for %s: using the last offsets seen", sorted(pending))
+    return ends
+
+
+def read_range(
+    settings: Mapping[str, str],
+    offset_range: OffsetRange,
+    *,
+    fail_on_data_loss: bool = True,
+    timeout_s: float = 60.0,
+    batch_size: int = 10_000,
+) -> Iterator[list]:
+    """Yield lists of confluent-kafka Messages with start <= offset < end, in offset order.
+
+    Raises TimeoutError when the broker returns no record of the range for `timeout_s` (and
+    failOnDataLoss is true; otherwise it logs and stops), DataLossError when the range starts
+    below the log start (failOnDataLoss false: skip ahead and log).
+    """
+    consumer = new_consumer(settings)
+    try:
+        position = _first_offset(consumer, offset_range, fail_on_data_loss, timeout_s)
+        yield from _consume_until(
+            consumer, offset_range, position, fail_on_data_loss, timeout_s, batch_size
+        )
+    finally:
+        consumer.close()
+
+
+def _first_offset(consumer, offset_range: OffsetRange, fail_on_data_loss, timeout_s) -> int:
+    key = TopicPartition(offset_range.topic, offset_range.partition)
+    low, _ = consumer.get_watermark_offsets(key, timeout=timeout_s)
+    if offset_range.start >= low or offset_range.new_partition:
+        return max(offset_range.start, low)
+    message = (
+        f"{offset_range.topic}[{offset_range.partition}]: offsets {offset_range.start}.."
+        f"{min(low, offset_range.end) - 1} are gone (log starts at {low})"
+    )
+    if fail_on_data_loss:
+        raise DataLossError(message + "; set failOnDataLoss=false to skip them")
+    log.warning("%s: skipping them (failOnDataLoss=false)", message)
+    return low
+
+
+def _consume_until(consumer, offset_range, position, fail_on_data_loss, timeout_s, batch_size):
+    topic, partition, end = offset_range.topic, offset_range.partition, offset_range.end
+    if position >= end:
+        return
+    consumer.assign([TopicPartition(topic, partition, position)])
+    deadline = time.monotonic() + timeout_s
+    while position < end:
+        chunk = []
+        wanted = min(batch_size, end - position)  # consume() returns once it has them
+        for message in consumer.consume(num_messages=wanted, timeout=0.5):
+            error, offset = message.error(), message.offset()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    if offset >= end:  # nothing left below end: a gap (compaction, markers)
+                        position = end
+                    continue
+                if error.fatal() or error.code() == KafkaError._AUTO_OFFSET_RESET:
+                    raise DataLossError(f"{topic}[{partition}] at {position}: {error}")
+                log.warning("%s[%d] at %d: %s", topic, partition, position, error)
+                continue
+            if offset < position:
+                continue
+            if offset >= end:
+                position = end
+                break
+            chunk.append(message)
+            position = offset + 1
+        if chunk:
+            deadline = time.monotonic() + timeout_s
+            yield chunk
+        elif position < end and time.monotonic() > deadline:
+            text = (
+                f"{topic}[{partition}]: the broker returned no record at offset {position} "
+                f"within {timeout_s}s, range end {end}"
+            )
+            if fail_on_data_loss:
+                raise TimeoutError(text)
+            log.warning("%s: skipping the rest of the range (failOnDataLoss=false)", text)
+            return
