@@ -24,6 +24,12 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Any
 
+from ..javaorder import java_order_key as java_string_key
+from ..javaorder import java_string_hash
+
+__all__ = ["JavaHashMap", "TopicPartition", "java_hash_order", "java_string_hash",
+           "java_string_key", "table_size_for", "topic_partition_hash"]
+
 TopicPartition = tuple[str, int]
 
 _MASK = 0xFFFFFFFF
@@ -35,20 +41,6 @@ _MIN_TREEIFY_CAPACITY = 64
 def _to_int32(value: int) -> int:
     value &= _MASK
     return value - (1 << 32) if value & 0x80000000 else value
-
-
-def java_string_key(s: str) -> bytes:
-    """Sort key for Java ``String.compareTo``: UTF-16 code units, not code points."""
-    return s.encode("utf-16-be", "surrogatepass")
-
-
-def java_string_hash(s: str) -> int:
-    """Java ``String.hashCode`` (over UTF-16 code units), as a signed 32-bit int."""
-    data = java_string_key(s)
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & _MASK
-    return _to_int32(h)
 
 
 def topic_partition_hash(tp: TopicPartition) -> int:
