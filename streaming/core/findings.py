@@ -61,16 +61,17 @@ def compute(state: GroupState) -> GroupFindings:
     """Every finding of the group as it stands (claims from the last re-run)."""
     claims = claims_of(state)
     active = [m for m in state.live_members() if m.clustering]
-    topics = sorted({t for m in active for t in m.topics})
+    topics = sorted({t for m in state.members.values() for t in m.topics})
     route = {t: q for t in topics if (q := consensus_queues(state, t)) is not None}
+    contested = {t: route[t] for t in sorted({t for m in active for t in m.topics}) if t in route}
     findings: list[Finding] = []
     loads = {m.key: 0 for m in state.live_members()}
-    for topic, queues in route.items():
+    for topic, queues in contested.items():
         findings += _queue_findings(state, topic, queues, active, claims, loads)
     for member in state.live_members():
         if not member.clustering:
             loads[member.key] = sum(len(route.get(t, ())) for t in member.topics)
-    skew_ratio, skew = _skew(route, active, loads)
+    skew_ratio, skew = _skew(contested, active, loads)
     findings += skew
     findings += _inconsistency("subscription_inconsistent", active, lambda m: m.topics)
     findings += _inconsistency("strategy_inconsistent", active, shared_params)

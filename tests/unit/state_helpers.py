@@ -1,0 +1,77 @@
+"""Builders for contract events, shared by the state-machine tests."""
+
+from __future__ import annotations
+
+from streaming.core.state.events import parse_event
+from streaming.core.step import StepConfig, StepOutput, step
+
+T0 = 1_700_000_000_000
+
+
+def hb(client_id: str, topics, ts: int = T0, strategy: str = "AVG", group: str = "g",
+       **extra) -> dict:
+    return {"type": "heartbeat", "ts": ts, "group": group, "client_id": client_id,
+            "topics": list(topics), "strategy": strategy, **extra}
+
+
+def route(topic: str, ts: int = T0, group: str = "g", **spec) -> dict:
+    return {"type": "route", "ts": ts, "group": group, "topic": topic, **spec}
+
+
+def queues(broker: str, ids) -> list:
+    return [[broker, i] for i in ids]
+
+
+def parsed(raws, first_offset: int = 0) -> list:
+    """[(Event, offset)] with consecutive offsets; every raw must be valid."""
+    out = []
+    for offset, raw in enumerate(raws, start=first_offset):
+        events = parse_event(raw)
+        assert isinstance(events, list), events
+        out.extend((event, offset) for event in events)
+    return out
+
+
+class Run:
+    """Feeds batches through step() with encode/decode in between, as the Spark job does."""
+
+    def __init__(self, config: StepConfig = StepConfig()):
+        self.config = config
+        self.blob: bytes | None = None
+        self.offset = 0
+        self.changes: list[dict] = []
+        self.out: StepOutput | None = None
+
+    def batch(self, raws, watermark_ms: int | None = None) -> StepOutput:
+        items = parsed(raws, self.offset)
+        self.offset += len(raws)
+        self.out = step(self.blob, items, watermark_ms=watermark_ms, config=self.config)
+        self.blob = self.out.blob
+        self.changes.extend(self.out.changes)
+        return self.out
+
+    @property
+    def snapshot(self) -> dict:
+        return self.out.snapshot
+
+
+def open_findings(out: StepOutput | None, run: Run) -> dict[tuple, dict]:
+    """The currently open findings, replayed from every started / ended record so far."""
+    current: dict[tuple, dict] = {}
+    for rec in run.changes:
+        key = (rec["kind"], rec["topic"], tuple(rec["queue"] or ()), tuple(rec["clients"]),
+               rec.get("address"), tuple(rec.get("brokers", ())))
+        if rec["status"] == "started":
+            current[key] = rec
+        else:
+            current.pop(key, None)
+    return current
+
+
+def kinds(run: Run) -> dict[str, list]:
+    """kind -> sorted [(topic, queue, clients)] of the open findings."""
+    out: dict[str, list] = {}
+    for kind, topic, queue, clients, address, brokers in open_findings(run.out, run):
+        out.setdefault(kind, []).append((topic, queue, clients) if not brokers
+                                        else (brokers, clients))
+    return {k: sorted(v) for k, v in out.items()}
