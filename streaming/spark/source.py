@@ -1,0 +1,119 @@
+"""The job's event stream: Spark's built-in `kafka` format or the embedded Python reader.
+
+    config = SourceConfig(bootstrap_servers="127.0.0.1:9092", topic="rebalance.events",
+                          source="auto", starting_offsets="earliest",
+                          max_offsets_per_trigger=50_000, fail_on_data_loss=True,
+                          kafka_options={"security.protocol": "SASL_SSL"})
+    events = read_event_stream(spark, config)   # key, value, topic, partition, offset, timestamp
+
+`source`: "kafka" (needs spark-sql-kafka on the classpath), "embedded" (format
+"rebalance_kafka", confluent-kafka on the executors) or "auto" (kafka when its classes load).
+`kafka_options` are client settings without the "kafka." prefix; both sources receive them as
+`kafka.<name>` options. The built-in source wants Java client names, the embedded one librdkafka
+names (it translates a PLAIN/SCRAM sasl.jaas.config).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+log = logging.getLogger(__name__)
+
+SOURCES = ("auto", "kafka", "embedded")
+EVENT_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
+BUILTIN_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    bootstrap_servers: str
+    topic: str
+    source: str = "auto"
+    starting_offsets: str = "earliest"
+    max_offsets_per_trigger: int | None = None
+    fail_on_data_loss: bool = True
+    kafka_options: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        from streaming.spark.offset_ranges import parse_starting_offsets
+
+        if not self.bootstrap_servers or not self.topic:
+            raise ValueError("bootstrap_servers and topic are required")
+        if self.source not in SOURCES:
+            raise ValueError(f"source must be one of {SOURCES}, got {self.source!r}")
+        parse_starting_offsets(self.starting_offsets)
+        if self.max_offsets_per_trigger is not None and self.max_offsets_per_trigger <= 0:
+            raise ValueError("max_offsets_per_trigger must be positive")
+        options = {
+            key.removeprefix("kafka."): str(value) for key, value in self.kafka_options.items()
+        }
+        if "bootstrap.servers" in options:
+            raise ValueError("set bootstrap_servers, not kafka_options['bootstrap.servers']")
+        object.__setattr__(self, "kafka_options", options)  # a copy; stays picklable
+
+    def spark_options(self) -> dict[str, str]:
+        """Reader options, the same for both formats."""
+        options = {
+            "kafka.bootstrap.servers": self.bootstrap_servers,
+            "subscribe": self.topic,
+            "startingOffsets": self.starting_offsets,
+            "failOnDataLoss": "true" if self.fail_on_data_loss else "false",
+        }
+        if self.max_offsets_per_trigger is not None:
+            options["maxOffsetsPerTrigger"] = str(self.max_offsets_per_trigger)
+        options.update({f"kafka.{key}": value for key, value in self.kafka_options.items()})
+        return options
+
+
+def builtin_kafka_available(spark) -> bool:
+    """True when Spark's kafka source classes load in this session's JVM."""
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:  # Spark Connect: no JVM to ask
+        return False
+    try:
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        loader.loadClass(BUILTIN_PROVIDER)
+        return True
+    except Exception:  # noqa: BLE001 - py4j wraps ClassNotFoundException
+        try:
+            jvm.java.lang.Class.forName(BUILTIN_PROVIDER)
+            return True
+        except Exception:  # noqa: BLE001
+            return False
+
+
+def resolve_source(spark, config: SourceConfig) -> str:
+    if config.source != "auto":
+        return config.source
+    chosen = "kafka" if builtin_kafka_available(spark) else "embedded"
+    log.info("source auto: using %s", chosen)
+    return chosen
+
+
+def read_event_stream(spark, config: SourceConfig):
+    """Streaming DataFrame of the topic's records with exactly EVENT_COLUMNS."""
+    chosen = resolve_source(spark, config)
+    if chosen == "embedded":
+        from streaming.spark.source_embedded import SOURCE_NAME, register
+
+        register(spark)
+        data_format = SOURCE_NAME
+    else:
+        data_format = "kafka"
+    reader = spark.readStream.format(data_format)
+    for key, value in config.spark_options().items():
+        reader = reader.option(key, value)
+    return reader.load().select(*EVENT_COLUMNS)
+
+
+def describe(config: SourceConfig) -> str:
+    """One line for logs, without secrets."""
+    hidden = {key: "***" if "password" in key or "jaas" in key else value
+              for key, value in config.kafka_options.items()}
+    return json.dumps({
+        "source": config.source, "bootstrap": config.bootstrap_servers, "topic": config.topic,
+        "startingOffsets": config.starting_offsets, "kafka": hidden,
+    })
