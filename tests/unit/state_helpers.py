@@ -35,8 +35,8 @@ def parsed(raws, first_offset: int = 0) -> list:
 class Run:
     """Feeds batches through step() with encode/decode in between, as the Spark job does."""
 
-    def __init__(self, config: StepConfig = StepConfig()):
-        self.config = config
+    def __init__(self, config: StepConfig | None = None):
+        self.config = config or StepConfig()
         self.blob: bytes | None = None
         self.offset = 0
         self.changes: list[dict] = []
@@ -71,7 +71,7 @@ def open_findings(out: StepOutput | None, run: Run) -> dict[tuple, dict]:
 def kinds(run: Run) -> dict[str, list]:
     """kind -> sorted [(topic, queue, clients)] of the open findings."""
     out: dict[str, list] = {}
-    for kind, topic, queue, clients, address, brokers in open_findings(run.out, run):
+    for kind, topic, queue, clients, _address, brokers in open_findings(run.out, run):
         out.setdefault(kind, []).append((topic, queue, clients) if not brokers
                                         else (brokers, clients))
     return {k: sorted(v) for k, v in out.items()}
