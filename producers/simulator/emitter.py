@@ -83,6 +83,10 @@ def route_events(topic: str, queues: Sequence, groups: Sequence[str], ts: int,
              "queues": queue_list} for g in groups]
 
 
+_TS_VALUE = 1_000_000_000_000
+_TS_PROBE = b'{"v":1,"type":"route","ts":1000000000000'
+
+
 def _dumps(obj) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
@@ -94,12 +98,15 @@ class EncodedSink(EventSink):
         super().__init__(epoch_ms, with_view, route_groups_list)
         self._templates: dict = {}  # client -> (version, key, tail bytes)
         self._brokers: dict[str, bytes] = {}
+        self._routes: dict = {}  # (topic, queues, groups) -> [(key, bytes after the ts)]
 
     def heartbeat(self, client, broker: str, now: int) -> None:
         cached = self._templates.get(client)
-        if cached is None or cached[0] != client.version:
+        # Without a view, nothing in a heartbeat changes during a process's life.
+        version = client.version if self.with_view else 0
+        if cached is None or cached[0] != version:
             tail = _dumps(heartbeat_body(client, self.with_view))[1:]  # '"group":...}'
-            cached = (client.version, client.group.encode(), tail)
+            cached = (version, client.group.encode(), tail)
             self._templates[client] = cached
         broker_json = self._brokers.get(broker)
         if broker_json is None:
@@ -114,7 +121,14 @@ class EncodedSink(EventSink):
         self._out.append((client.group.encode(), _dumps(event)))
 
     def route(self, topic: str, queues: Sequence, groups: Sequence[str], now: int) -> None:
-        for event in route_events(topic, queues, groups, self.epoch_ms + now,
-                                  self.route_groups_list):
-            key = event.get("group") or event["groups"][0]
-            self._out.append((key.encode(), _dumps(event)))
+        cache_key = (topic, queues, tuple(groups))
+        encoded = self._routes.get(cache_key)
+        if encoded is None:
+            encoded = [((e.get("group") or e["groups"][0]).encode(), _dumps(e)[len(_TS_PROBE):])
+                       for e in route_events(topic, queues, groups, _TS_VALUE,
+                                             self.route_groups_list)]
+            if len(self._routes) > 100_000:
+                self._routes.clear()
+            self._routes[cache_key] = encoded
+        prefix = b'{"v":1,"type":"route","ts":%d' % (self.epoch_ms + now)
+        self._out.extend((key, prefix + tail) for key, tail in encoded)

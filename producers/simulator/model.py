@@ -117,10 +117,11 @@ class Broker:
         return removed
 
     def member_ids(self, group: str) -> tuple[str, ...]:
-        """The client ids GET_CONSUMER_LIST_BY_GROUP returns (one per connection)."""
+        """The client ids GET_CONSUMER_LIST_BY_GROUP returns (one per connection), sorted
+        (the client sorts them anyway) so that equal lists from two brokers compare equal."""
         ids = self._ids.get(group)
         if ids is None:
-            ids = tuple(c.client_id for c in self.members.get(group, ()))
+            ids = tuple(sorted(c.client_id for c in self.members.get(group, ())))
             self._ids[group] = ids
         return ids
 
@@ -164,6 +165,7 @@ class Client:
         self.running = False
         self.cut_from: set[str] = set()  # brokers this process cannot reach
         self.route_cache: dict[str, tuple[Queue, ...]] = {}
+        self._brokers: list[str] | None = None
         self.holdings: dict[str, tuple[Queue, ...]] = {}
         self.view_clients: tuple[str, ...] | None = None
         self.view_queues: dict[str, tuple[Queue, ...]] = {}
@@ -176,7 +178,9 @@ class Client:
 
     def brokers(self) -> list[str]:
         """brokerAddrTable: the brokers of the cached routes."""
-        return sorted({q[1] for queues in self.route_cache.values() for q in queues})
+        if self._brokers is None:
+            self._brokers = sorted({q[1] for queues in self.route_cache.values() for q in queues})
+        return self._brokers
 
     def can_reach(self, broker: Broker) -> bool:
         return broker.alive and broker.name not in self.cut_from
@@ -332,8 +336,12 @@ class World:
     def _refresh_routes(self, client: Client, periodic: bool) -> None:
         if not client.running:
             return
+        cache = client.route_cache
         for topic in client.topics:
-            client.route_cache[topic] = self.nameserver.queues(topic)
+            queues = self.nameserver.queues(topic)
+            if cache.get(topic) is not queues:
+                cache[topic] = queues
+                client._brokers = None
         if periodic:
             self.at(self.now + self.timing.route_refresh_ms, self._refresh_routes, client, True)
 
@@ -383,11 +391,14 @@ class World:
         if not client.can_reach(broker):
             return  # "get consumer id list failed": this rebalance does nothing
         cids = broker.member_ids(client.group)
+        if cids == client.view_clients and all(
+                client.route_cache.get(t) is client.view_queues.get(t) for t in client.topics):
+            return  # same inputs, same strategy: the same result
         holdings = {}
         for topic in client.topics:
             share = allocate_topic(client, cids, client.route_cache.get(topic, ()))
             holdings[topic] = client.holdings.get(topic, ()) if share is None else share
-        view_queues = {t: client.route_cache.get(t, ()) for t in client.topics}
+        view_queues = {t: client.route_cache.get(t) for t in client.topics}
         allocation_changed = holdings != client.holdings
         if not allocation_changed and cids == client.view_clients \
                 and view_queues == client.view_queues:
