@@ -162,3 +162,13 @@ def test_every_alert_has_a_firing_case_and_a_silent_case_in_the_rule_tests():
             (fired if check["exp_alerts"] else silent).add(check["alertname"])
     assert fired == set(REQUIRED_ALERTS)
     assert silent == set(REQUIRED_ALERTS)
+
+
+def test_docs_describe_every_metric_recording_rule_and_alert_with_a_runbook_section():
+    docs = (REPO / "docs" / "metrics.md").read_text()
+    for name in sorted(CONTRACT_METRICS | recording_rule_names()):
+        assert f"`{name}`" in docs, name
+    headings = {line[4:].strip().lower() for line in docs.splitlines() if line.startswith("### ")}
+    for rule in alerts():
+        assert f"| {rule['alert']}" in docs, rule["alert"]
+        assert rule["annotations"]["runbook"].split("#")[1] in headings, rule["alert"]
