@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import doctest
+import importlib
 from collections import Counter
 
 import pytest
@@ -189,6 +191,9 @@ def test_cooperative_join_leaves_moving_partitions_unassigned() -> None:
         ("range", {"t": "3"}, [KafkaMember("a", None, ("t",))], "bad partition count"),
         ("sticky", {"t": 1}, [KafkaMember("a", None, ("t",), (("t", "0"),))], "bad owned"),
         ("range", {"t": 1}, [("a", None, ("t",))], "not a KafkaMember"),
+        ("range", {"t": 1}, [KafkaMember("a", None, "t")], "topics must be strings"),
+        ("sticky", {"t": 1}, [KafkaMember("a", None, ("t",), (), None)], "bad generation"),
+        ("range", {"t": 1}, [KafkaMember("a", 7, ("t",))], "bad group_instance_id"),
     ],
 )
 def test_bad_input_is_rejected_with_a_reason(assignor, counts, members, reason) -> None:
@@ -202,3 +207,15 @@ def test_empty_group_and_missing_topics_give_empty_lists() -> None:
     for assignor in ("range", "roundrobin", "sticky", "cooperative-sticky"):
         assert assign(assignor, {"t": 2, "u": 5}, members) == {
             "a": [], "b": [("t", 0), ("t", 1)]}
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["", ".model", ".java_collections", ".range", ".roundrobin", ".sticky", ".cooperative",
+     ".sticky_constrained", ".sticky_general", ".partition_movements"],
+)
+def test_docstring_worked_examples_hold(module: str) -> None:
+    mod = importlib.import_module("streaming.core.allocation.kafka" + module)
+    result = doctest.testmod(mod)
+    assert result.attempted > 0
+    assert result.failed == 0

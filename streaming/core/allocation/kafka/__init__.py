@@ -41,8 +41,13 @@ def _validate(partitions_per_topic: Mapping[str, int], members: Sequence[KafkaMe
     for member in members:
         if not isinstance(member, KafkaMember) or not isinstance(member.member_id, str):
             raise KafkaAssignError(f"not a KafkaMember: {member!r}")
-        if not all(isinstance(t, str) for t in member.topics):
+        if not isinstance(member.topics, tuple | list) or not all(
+                isinstance(t, str) for t in member.topics):
             raise KafkaAssignError(f"member {member.member_id!r}: topics must be strings")
+        if member.group_instance_id is not None and not isinstance(member.group_instance_id, str):
+            raise KafkaAssignError(f"member {member.member_id!r}: bad group_instance_id")
+        if isinstance(member.generation, bool) or not isinstance(member.generation, int):
+            raise KafkaAssignError(f"member {member.member_id!r}: bad generation")
         for tp in member.owned:
             if not (isinstance(tp, tuple) and len(tp) == 2 and isinstance(tp[0], str)
                     and isinstance(tp[1], int) and not isinstance(tp[1], bool)):
@@ -54,7 +59,9 @@ def assign(
 ) -> dict[str, list[TopicPartition]]:
     """member_id -> its partitions, in Java's order; every member gets a key (maybe ``[]``).
 
-    Raises KafkaAssignError for an unknown assignor or malformed input.
+    Raises KafkaAssignError (a ValueError) for an unknown assignor or malformed input, and
+    where upstream throws (e.g. the sticky NullPointerException on a stale claim), with the
+    Java exception in the message.
     """
     run = ASSIGNORS.get(assignor)
     if run is None:
