@@ -24,7 +24,7 @@ from streaming.core.allocation.rocketmq import (
     as_queue,
     make_strategy,
     sort_client_ids,
-    sort_queues,
+    sort_queue_list,
 )
 
 _INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
@@ -51,7 +51,11 @@ class _View:
     requested: list[str]    # distinct ids to compute, in output order
 
 
-_Plan = tuple[Strategy | AllocationError, list[str]]
+@dataclass(frozen=True)
+class _Plan:
+    instance: Strategy | AllocationError  # one per distinct parameter set, or its Java error
+    clients: list[str]                    # the requested ids computed with it
+    all_members: bool                     # every client is a non-empty id of cidAll
 
 
 def _is_java_int(value) -> bool:
@@ -107,15 +111,22 @@ def params_problem(strategy: str, params) -> str | None:
     return None
 
 
-def queues_problem(queues: Sequence) -> str | None:
-    """Why these queues are not all valid, or None; C-level passes for the common valid case."""
-    if set(map(type, queues)) <= {tuple} and set(map(len, queues)) <= {3}:
-        names = set(map(itemgetter(0), queues)) | set(map(itemgetter(1), queues))
-        ids = list(map(itemgetter(2), queues))
-        if set(map(type, names)) <= {str} and set(map(type, ids)) <= {int}:
-            if not ids or (min(ids) >= _INT_MIN and max(ids) <= _INT_MAX):
-                return None
-    return next(filter(None, map(queue_problem, queues)), "invalid queue")
+def sorted_valid_queues(queues: list) -> list[Queue]:
+    """`sort_queues` after validating every queue; raises InvalidAllocationInput with a reason.
+
+    The common valid case is checked with C-level passes whose results the sort reuses.
+    """
+    try:
+        if set(map(len, queues)) <= {3}:
+            topics, brokers = set(map(itemgetter(0), queues)), set(map(itemgetter(1), queues))
+            ids = list(map(itemgetter(2), queues))
+            if (set(map(type, topics | brokers)) <= {str} and set(map(type, ids)) <= {int}
+                    and (not ids or (min(ids) >= _INT_MIN and max(ids) <= _INT_MAX))):
+                # A list of 3 items passes the checks above but is unhashable: TypeError here.
+                return sort_queue_list(queues, topics, brokers, ids)
+    except (TypeError, LookupError):
+        pass  # not a sequence of (str, str, int) tuples: queue_problem says which one
+    raise InvalidAllocationInput(next(filter(None, map(queue_problem, queues)), "invalid queue"))
 
 
 def _ids_problem(what: str, ids: Sequence) -> str | None:
@@ -124,7 +135,7 @@ def _ids_problem(what: str, ids: Sequence) -> str | None:
     return None
 
 
-def _plans(strategy: str, params: Mapping | None, requested: list[str],
+def _plans(strategy: str, params: Mapping | None, requested: list[str], members: frozenset[str],
            client_params: Mapping[str, Mapping] | None) -> list[_Plan]:
     """One strategy instance per distinct parameter set (per-client params: CONFIG's lists)."""
     by_params: dict[int, tuple[Mapping | None, list[str]]] = {}
@@ -135,29 +146,32 @@ def _plans(strategy: str, params: Mapping | None, requested: list[str],
     for own, clients in by_params.values():
         effective = params if own is None else {**(params or {}), **own}
         try:
-            plans.append((make_strategy(strategy, effective), clients))
+            instance = make_strategy(strategy, effective)
         except AllocationError as error:
-            plans.append((error, clients))
+            instance = error
+        all_members = "" not in clients and members.issuperset(clients)
+        plans.append(_Plan(instance, clients, all_members))
     return plans
 
 
 def _check_all(plan: _Plan, mq_all: list[Queue], view: _View,
                results: dict, errors: dict) -> None:
     """`check` for every client of one plan, then one `shares` call for the members among them."""
-    instance, clients = plan
+    instance = plan.instance
     if isinstance(instance, AllocationError):
-        errors.update(dict.fromkeys(clients, str(instance)))
+        errors.update(dict.fromkeys(plan.clients, str(instance)))
         return
     if isinstance(instance, ByConfig):
-        results.update({cid: instance.allocate(cid, mq_all, view.cids) for cid in clients})
+        results.update({cid: instance.allocate(cid, mq_all, view.cids) for cid in plan.clients})
         return
     group_failure = None
     if not mq_all:
         group_failure = "mqAll is null or mqAll empty"
     elif not view.cids:
         group_failure = "cidAll is null or cidAll empty"
-    members = []
-    for cid in clients:
+    # The plan's own list when it can be passed whole: strategies cache work per list object.
+    members = plan.clients if plan.all_members and not group_failure else []
+    for cid in () if members else plan.clients:
         if not cid:
             errors[cid] = str(AllocationError("currentCID is empty"))
         elif group_failure:
@@ -174,6 +188,15 @@ def _check_all(plan: _Plan, mq_all: list[Queue], view: _View,
 
 
 def _allocate_sorted(plans: list[_Plan], mq_all: list[Queue], view: _View) -> GroupAllocation:
+    only = plans[0] if len(plans) == 1 else None
+    if (only and only.all_members and mq_all and not isinstance(only.instance, ByConfig)
+            and isinstance(only.instance, Strategy)):
+        # Common case: one parameter set, every requested id a member; shares() keeps order.
+        try:
+            return GroupAllocation(only.instance.shares(mq_all, view.cids, only.clients), {})
+        except AllocationError as error:
+            return GroupAllocation(dict.fromkeys(only.clients),
+                                   dict.fromkeys(only.clients, str(error)))
     results: dict[str, list[Queue] | None] = dict.fromkeys(view.requested)
     errors: dict[str, str] = {}
     for plan in plans:
@@ -199,7 +222,7 @@ def _prepare(strategy: str, params: Mapping | None, client_ids: Iterable[str],
     cids_sorted = sort_client_ids(cids)
     requested = list(dict.fromkeys(cids_sorted if for_clients is None else requested_raw))
     view = _View(cids=cids_sorted, members=frozenset(cids_sorted), requested=requested)
-    return _plans(strategy, params, requested, client_params), view
+    return _plans(strategy, params, requested, view.members, client_params), view
 
 
 def allocate_group(strategy: str, params: Mapping | None, queues: Iterable[Queue],
@@ -211,12 +234,9 @@ def allocate_group(strategy: str, params: Mapping | None, queues: Iterable[Queue
     `client_ids` and may name ids outside it (Java gives them []). Raises InvalidAllocationInput
     (with a reason) for malformed input; Java's exceptions land in `errors`, never raised.
     """
-    queue_list = list(queues)
-    problem = queues_problem(queue_list)
-    if problem:
-        raise InvalidAllocationInput(problem)
+    mq_all = sorted_valid_queues(list(queues))
     plans, view = _prepare(strategy, params, client_ids, for_clients, client_params)
-    return _allocate_sorted(plans, sort_queues(queue_list), view)
+    return _allocate_sorted(plans, mq_all, view)
 
 
 def allocate_group_topics(strategy: str, params: Mapping | None,
@@ -232,13 +252,12 @@ def allocate_group_topics(strategy: str, params: Mapping | None,
     >>> [sum(len(groups[t].results[c]) for t in groups) for c in ("c1", "c2", "c3", "c4")]
     [2, 2, 0, 0]
     """
-    queue_lists = {topic: list(queues) for topic, queues in queues_by_topic.items()}
-    for topic, queue_list in queue_lists.items():
-        problem = queues_problem(queue_list)
-        if problem is None and not set(map(itemgetter(0), queue_list)) <= {topic}:
-            problem = f"topic {topic!r} lists a queue of another topic"
-        if problem:
-            raise InvalidAllocationInput(problem)
+    sorted_by_topic = {}
+    for topic, queues in queues_by_topic.items():
+        mq_all = sorted_valid_queues(list(queues))
+        if mq_all and (mq_all[0][0] != topic or mq_all[-1][0] != topic):  # sorted: ends suffice
+            raise InvalidAllocationInput(f"topic {topic!r} lists a queue of another topic")
+        sorted_by_topic[topic] = mq_all
     plans, view = _prepare(strategy, params, client_ids, for_clients, client_params)
-    return {topic: _allocate_sorted(plans, sort_queues(queue_list), view)
-            for topic, queue_list in queue_lists.items()}
+    return {topic: _allocate_sorted(plans, mq_all, view)
+            for topic, mq_all in sorted_by_topic.items()}

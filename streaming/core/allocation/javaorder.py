@@ -32,6 +32,9 @@ def is_code_point_order_safe(strings: Iterable[str]) -> bool:
     Both orders agree as long as no string contains a code point >= U+D800 (surrogates,
     U+E000..U+FFFF and supplementary characters are the only ones whose orders differ).
     """
+    strings = strings if isinstance(strings, list | tuple | set | frozenset) else list(strings)
+    if all(map(str.isascii, strings)):
+        return True
     return all(s.isascii() or max(s) < _SURROGATE_MIN for s in strings if s)
 
 

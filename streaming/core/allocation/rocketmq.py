@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cmp_to_key
+from itertools import repeat
+from operator import itemgetter
 from typing import ClassVar
 
 from streaming.core.allocation.consistent_hash import ConsistentHashRouter, queue_key
@@ -58,25 +60,42 @@ def _java_int_compare(left: Queue, right: Queue, keys: Mapping[str, bytes]) -> i
     return diff
 
 
+def _stable_sort_by_name(items: list[Queue], field: int, names: set[str]) -> None:
+    if len(names) < 2:
+        return
+    if is_code_point_order_safe(names):
+        items.sort(key=itemgetter(field))
+    else:
+        keys = {name: java_order_key(name) for name in names}
+        items.sort(key=lambda q: keys[q[field]])
+
+
 def sort_queues(queues: Iterable[Queue]) -> list[Queue]:
     """`Collections.sort` over the topic's queue set: (topic, broker, queue id), Java order.
 
     Duplicates are dropped first because RebalanceImpl sorts a copy of a `Set<MessageQueue>`.
     """
-    unique = list(dict.fromkeys(queues))
-    names = {q[0] for q in unique} | {q[1] for q in unique}
-    ids = [q[2] for q in unique]
+    items = list(queues)
+    return sort_queue_list(items, set(map(itemgetter(0), items)),
+                           set(map(itemgetter(1), items)), list(map(itemgetter(2), items)))
+
+
+def sort_queue_list(items: list[Queue], topics: set[str], brokers: set[str],
+                    ids: list[int]) -> list[Queue]:
+    """`sort_queues` given the items' topic set, broker set and id list (computed by a caller)."""
+    if len(set(items)) != len(items):
+        items = list(dict.fromkeys(items))
     if ids and max(ids) - min(ids) > _INT_MAX:
         # The subtraction overflows: reproduce the comparator (Java's TimSort may still order an
         # inconsistent comparator differently; ids this far apart do not occur in practice).
-        keys = {name: java_order_key(name) for name in names}
-        return sorted(unique, key=cmp_to_key(lambda a, b: _java_int_compare(a, b, keys)))
-    if is_code_point_order_safe(names):
-        unique.sort()
-        return unique
-    keys = {name: java_order_key(name) for name in names}
-    unique.sort(key=lambda q: (keys[q[0]], keys[q[1]], q[2]))
-    return unique
+        keys = {name: java_order_key(name) for name in topics | brokers}
+        return sorted(items, key=cmp_to_key(lambda a, b: _java_int_compare(a, b, keys)))
+    # Three stable passes (id, then broker, then topic) equal one lexicographic sort and keep
+    # every comparison in C: several times faster than a tuple key.
+    items = sorted(items, key=itemgetter(2))
+    _stable_sort_by_name(items, 1, brokers)
+    _stable_sort_by_name(items, 0, topics)
+    return items
 
 
 def sort_client_ids(client_ids: Iterable[str]) -> list[str]:
@@ -120,7 +139,33 @@ class Strategy:
         raise NotImplementedError
 
 
-class Averagely(Strategy):
+class _SliceStrategy(Strategy):
+    """A strategy whose share of slot i is a slice of mqAll that depends only on (n, i, m).
+
+    The slices are computed once and reused while the same cidAll / members lists come back
+    with the same queue count (the topics of one group), then applied in C.
+    """
+
+    def __init__(self, params=None):
+        super().__init__(params)
+        self._last: tuple | None = None
+
+    def slot_slices(self, n: int, m: int) -> list[slice]:
+        """The share of every slot 0..m-1 as a slice of the sorted queue list."""
+        raise NotImplementedError
+
+    def shares(self, mq_all, cid_all, members=None):
+        n, last = len(mq_all), self._last
+        if last is None or last[0] != n or last[1] is not cid_all or last[2] is not members:
+            first = first_index_by_id(cid_all)
+            ids = list(first) if members is None else list(members)
+            by_slot = self.slot_slices(n, len(cid_all))
+            slices = list(map(by_slot.__getitem__, map(first.__getitem__, ids)))
+            last = self._last = (n, cid_all, members, ids, slices)
+        return dict(zip(last[3], map(mq_all.__getitem__, last[4]), strict=True))
+
+
+class Averagely(_SliceStrategy):
     """AllocateMessageQueueAveragely: contiguous blocks, the first `mod` clients get one more.
 
     10 queues, cidAll [c1, c2, c3] -> c1: q0..q3, c2: q4..q6, c3: q7..q9. A duplicated id
@@ -143,26 +188,18 @@ class Averagely(Strategy):
         start = index * average_size if mod > 0 and index < mod else index * average_size + mod
         return [mq_all[start + i] for i in range(min(average_size, len(mq_all) - start))]
 
-    def shares(self, mq_all, cid_all, members=None):
-        n, m = len(mq_all), len(cid_all)
-        first = first_index_by_id(cid_all)
-        wanted = first if members is None else {c: first[c] for c in members}
+    def slot_slices(self, n, m):
         if n <= m:
-            # averageSize 1: slot i < n gets queue i, the rest get nothing.
-            return {c: mq_all[i:i + 1] for c, i in wanted.items()}
-        base, mod = divmod(n, m)
-        result = {}
-        for cid, index in wanted.items():
-            if index < mod:
-                start = index * (base + 1)
-                result[cid] = mq_all[start:start + base + 1]
-            else:
-                start = index * base + mod
-                result[cid] = mq_all[start:start + base]
-        return result
+            # averageSize 1: slot i < n takes queue i, the slots after it get nothing.
+            starts = [*range(n), *repeat(n, m - n)]
+        else:
+            base, mod = divmod(n, m)
+            # The first `mod` slots take base + 1 queues, the others base; blocks are contiguous.
+            starts = [*range(0, mod * (base + 1), base + 1), *range(mod * (base + 1), n, base)]
+        return list(map(slice, starts, [*starts[1:], n]))
 
 
-class AveragelyByCircle(Strategy):
+class AveragelyByCircle(_SliceStrategy):
     """AllocateMessageQueueAveragelyByCircle: slot i takes queues i, i+m, i+2m, ...
 
     7 queues, cidAll [c1, c2, c3] -> c1: q0,q3,q6; c2: q1,q4; c3: q2,q5.
@@ -176,11 +213,8 @@ class AveragelyByCircle(Strategy):
         index = cid_all.index(current_cid)
         return [mq_all[i] for i in range(index, len(mq_all)) if i % len(cid_all) == index]
 
-    def shares(self, mq_all, cid_all, members=None):
-        m = len(cid_all)
-        first = first_index_by_id(cid_all)
-        wanted = first if members is None else {c: first[c] for c in members}
-        return {cid: mq_all[index::m] for cid, index in wanted.items()}
+    def slot_slices(self, n, m):
+        return list(map(slice, range(m), repeat(None), repeat(m)))
 
 
 class ConsistentHash(Strategy):
