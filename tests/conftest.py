@@ -1,0 +1,150 @@
+"""Shared fixtures for integration tests. All lazy: a unit-only run starts nothing.
+
+- kafka_bootstrap -> "host:port" of one broker for the whole session, chosen once:
+  KAFKA_BOOTSTRAP_SERVERS if set (an explicit choice wins), else testcontainers' KafkaContainer
+  when a Docker engine answers, else the embedded broker (tansu). kafka_broker_kind says which.
+- make_topic(partitions=1) -> a fresh topic name, created with that many partitions.
+- unique_topic -> make_topic(); partitions through indirect parametrization:
+      @pytest.mark.parametrize("unique_topic", [3], indirect=True)
+- produce(topic, values, key=None, partition=None, flush_every=None) -> count produced.
+  flush_every=n flushes after every n records, so the log holds several record batches.
+- spark -> a local[2] SparkSession (RocksDB state store, UI off, "rebalance_kafka" registered).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+import uuid
+
+import pytest
+
+log = logging.getLogger("tests.fixtures")
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def _docker_answers() -> bool:
+    try:
+        import docker
+
+        docker.from_env(timeout=3).ping()
+        return True
+    except Exception:  # noqa: BLE001 - no client, no socket, no engine: all mean "no Docker"
+        return False
+
+
+@pytest.fixture(scope="session")
+def _kafka_broker():
+    """(kind, bootstrap) for the session; stops what it started."""
+    explicit = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if explicit:
+        log.warning("tests use the broker at KAFKA_BOOTSTRAP_SERVERS=%s", explicit)
+        yield "env", explicit
+        return
+    if _docker_answers():
+        from testcontainers.kafka import KafkaContainer
+
+        with KafkaContainer() as container:
+            bootstrap = container.get_bootstrap_server()
+            log.warning("tests use a Kafka container at %s", bootstrap)
+            yield "docker", bootstrap
+        return
+    from streaming.embedded_broker import EmbeddedBroker
+
+    with EmbeddedBroker() as broker:
+        log.warning("tests use the embedded broker (tansu) at %s", broker.bootstrap_servers)
+        yield "embedded", broker.bootstrap_servers
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(_kafka_broker) -> str:
+    return _kafka_broker[1]
+
+
+@pytest.fixture(scope="session")
+def kafka_broker_kind(_kafka_broker) -> str:
+    """"embedded" (tansu), "docker" (testcontainers) or "env" (KAFKA_BOOTSTRAP_SERVERS)."""
+    return _kafka_broker[0]
+
+
+@pytest.fixture
+def make_topic(kafka_bootstrap, request):
+    from streaming.embedded_broker import create_topic
+
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", request.node.name)[:80]
+
+    def make(partitions: int = 1) -> str:
+        name = f"test.{stem}.{uuid.uuid4().hex[:8]}"
+        create_topic(kafka_bootstrap, name, partitions)
+        return name
+
+    return make
+
+
+@pytest.fixture
+def unique_topic(make_topic, request) -> str:
+    return make_topic(getattr(request, "param", 1))
+
+
+@pytest.fixture(scope="session")
+def kafka_producer(kafka_bootstrap):
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 5})
+    yield producer
+    producer.flush(30)
+
+
+@pytest.fixture
+def produce(kafka_producer):
+    def produce(topic, values, key=None, partition=None, flush_every=None) -> int:
+        count = 0
+        for value in values:
+            extra = {} if partition is None else {"partition": partition}
+            kafka_producer.produce(topic, value=value, key=key, **extra)
+            count += 1
+            if flush_every and count % flush_every == 0:
+                _flush(kafka_producer)
+        _flush(kafka_producer)
+        return count
+
+    return produce
+
+
+def _flush(producer) -> None:
+    remaining = producer.flush(30)
+    if remaining:
+        raise RuntimeError(f"{remaining} records not delivered within 30s")
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    from pyspark.sql import SparkSession
+
+    from streaming.spark.source_embedded import register
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    scratch = tmp_path_factory.mktemp("spark")
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("rebalance-monitor-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.adaptive.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
+        .config("spark.sql.warehouse.dir", str(scratch / "warehouse"))
+        .config("spark.local.dir", str(scratch / "local"))
+        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+        .config("spark.pyspark.python", sys.executable)
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    yield session
+    session.stop()
