@@ -1,0 +1,198 @@
+"""Make a Kafka consumer report its own membership to rebalance-monitor.
+
+confluent-kafka, a few lines added to an existing consumer:
+
+    from producers.kafka_reporter import RebalanceReporter
+
+    reporter = RebalanceReporter({"bootstrap.servers": "monitor-kafka:9092"},
+                                 "rebalance.events", group="orders", assignor="range")
+    consumer = Consumer({"bootstrap.servers": ..., "group.id": "orders",
+                         "partition.assignment.strategy": "range"})
+    consumer.subscribe(["A", "B"], **reporter.hooks(consumer, ["A", "B"]))
+    reporter.start()                      # heartbeat every interval_s in a background thread
+    ...                                   # consumer.poll() as usual
+    consumer.close()                      # runs on_revoke: reports owning nothing
+    reporter.close()                      # unregister, flush
+
+`hooks()` returns on_assign / on_revoke / on_lost callbacks for `subscribe()`; they keep the set
+of owned partitions (eager: replaced on assign; cooperative: added / removed) and heartbeat at
+once on every change. Your own callbacks can be passed to `hooks()` and are called first.
+A consumer that `assign()`s partitions by hand is not a group member: call
+`reporter.assigned(consumer, partitions)`; it reports an empty subscription and owns them.
+
+kafka-python: `consumer.subscribe(topics, listener=reporter.kafka_python_listener(consumer))`.
+
+A heartbeat is (system "kafka", key = group): client_id = the member id (the consumer's
+client.id before it joined), address = host:pid, topics, strategy = the assignor, owned,
+group_instance_id, and generation where the client exposes it (kafka-python does, librdkafka
+does not).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+
+
+class RebalanceReporter:
+    """Publishes one consumer's heartbeats; configure, `hooks()`/`start()`, then `close()`."""
+
+    def __init__(self, producer_conf: Mapping | None, events_topic: str, group: str,
+                 assignor: str, *, producer=None, interval_s: float = 10.0,
+                 group_instance_id: str | None = None, address: str | None = None,
+                 client_id: str | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        if producer is None and producer_conf is None:
+            raise ValueError("give producer_conf or producer")
+        self.events_topic = events_topic
+        self.group = group
+        self.assignor = assignor
+        self.interval_s = interval_s
+        self.group_instance_id = group_instance_id
+        self.address = address or f"{socket.gethostname()}:{os.getpid()}"
+        self.clock = clock
+        self.topics: list[str] = []
+        self.owned: set[tuple[str, int]] = set()
+        self.member_id: str | None = None
+        self.client_id = client_id  # overrides the member id (e.g. for a manual assign())
+        self.generation: int | None = None
+        self._member_of: Callable[[], str | None] = lambda: None
+        self._generation_of: Callable[[], int | None] = lambda: None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._own_producer = producer is None
+        if producer is None:
+            from confluent_kafka import Producer
+
+            producer = Producer({"linger.ms": 5, **producer_conf})
+        self.producer = producer
+
+    # --- confluent-kafka -------------------------------------------------------------------
+    def hooks(self, consumer, topics: Iterable[str], *, on_assign=None, on_revoke=None,
+              on_lost=None) -> dict:
+        """Callbacks for `consumer.subscribe(topics, **hooks)`."""
+        self.topics = sorted(set(topics))
+        self._member_of = lambda: _client_name(consumer)
+
+        def cooperative() -> bool:
+            try:
+                return consumer.rebalance_protocol() == "COOPERATIVE"
+            except (AttributeError, RuntimeError):
+                return False
+
+        def assigned(cons, partitions):
+            if on_assign:
+                on_assign(cons, partitions)
+            self._changed(added=partitions, replace=not cooperative())
+
+        def revoked(cons, partitions):
+            if on_revoke:
+                on_revoke(cons, partitions)
+            self._changed(removed=partitions)
+
+        def lost(cons, partitions):
+            if on_lost:
+                on_lost(cons, partitions)
+            self._changed(removed=partitions)
+
+        return {"on_assign": assigned, "on_revoke": revoked, "on_lost": lost}
+
+    def assigned(self, consumer, partitions) -> None:
+        """A consumer that assign()ed partitions by hand: no subscription, owns them."""
+        self.topics = []
+        self._member_of = lambda: _client_name(consumer)
+        self._changed(added=partitions, replace=True)
+
+    # --- kafka-python ----------------------------------------------------------------------
+    def kafka_python_listener(self, consumer):
+        from kafka import ConsumerRebalanceListener
+
+        reporter = self
+        reporter.topics = sorted(consumer.subscription() or [])
+        coordinator = getattr(consumer, "_coordinator", None)
+
+        def generation():
+            gen = getattr(coordinator, "_generation", None)
+            return getattr(gen, "generation_id", None), getattr(gen, "member_id", None)
+
+        self._generation_of = lambda: generation()[0]
+        self._member_of = lambda: generation()[1]
+
+        class Listener(ConsumerRebalanceListener):
+            def on_partitions_revoked(self, revoked):
+                reporter._changed(removed=revoked)
+
+            def on_partitions_assigned(self, assigned):
+                reporter.topics = sorted(consumer.subscription() or [])
+                reporter._changed(added=assigned, replace=True)
+
+        return Listener()
+
+    # --- reporting -------------------------------------------------------------------------
+    def _changed(self, added=(), removed=(), replace: bool = False) -> None:
+        with self._lock:
+            if replace:
+                self.owned = set()
+            self.owned |= {(tp.topic, tp.partition) for tp in added}
+            self.owned -= {(tp.topic, tp.partition) for tp in removed}
+        self.heartbeat()
+
+    def event(self) -> dict:
+        with self._lock:
+            self.member_id = self._member_of() or self.member_id
+            generation = self._generation_of()
+            if isinstance(generation, int) and generation >= 0:
+                self.generation = generation
+            event = {"v": 1, "type": "heartbeat", "system": "kafka",
+                     "ts": int(self.clock() * 1000), "group": self.group,
+                     "client_id": self._client_id(), "address": self.address,
+                     "topics": list(self.topics), "strategy": self.assignor,
+                     "owned": [[t, p] for t, p in sorted(self.owned)]}
+        if self.group_instance_id:
+            event["group_instance_id"] = self.group_instance_id
+        if self.generation is not None:
+            event["generation"] = self.generation
+        return event
+
+    def _client_id(self) -> str:
+        return self.client_id or self.member_id or self.address
+
+    def heartbeat(self) -> None:
+        self._send(self.event())
+
+    def _send(self, event: dict) -> None:
+        self.producer.produce(self.events_topic, json.dumps(event, separators=(",", ":")),
+                              self.group)
+        self.producer.poll(0)
+
+    def start(self) -> RebalanceReporter:
+        """Heartbeat every interval_s from a daemon thread (the callbacks heartbeat on change)."""
+        def loop():
+            while not self._stop.wait(self.interval_s):
+                self.heartbeat()
+
+        self._thread = threading.Thread(target=loop, name="rebalance-reporter", daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Stop the heartbeats, unregister (the member leaves at once) and flush."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+        self._send({"v": 1, "type": "unregister", "system": "kafka",
+                    "ts": int(self.clock() * 1000), "group": self.group,
+                    "client_id": self._client_id(), "address": self.address})
+        self.producer.flush(timeout_s)
+
+
+def _client_name(consumer) -> str | None:
+    try:
+        return consumer.memberid() or None
+    except (AttributeError, RuntimeError):
+        return None
