@@ -117,12 +117,11 @@ def sorted_valid_queues(queues: list) -> list[Queue]:
     The common valid case is checked with C-level passes whose results the sort reuses.
     """
     try:
-        if set(map(len, queues)) <= {3}:
+        ids = list(map(itemgetter(2), queues))  # IndexError if a queue is too short
+        if sum(map(len, queues)) == 3 * len(ids) and set(map(type, queues)) <= {tuple}:
             topics, brokers = set(map(itemgetter(0), queues)), set(map(itemgetter(1), queues))
-            ids = list(map(itemgetter(2), queues))
             if (set(map(type, topics | brokers)) <= {str} and set(map(type, ids)) <= {int}
                     and (not ids or (min(ids) >= _INT_MIN and max(ids) <= _INT_MAX))):
-                # A list of 3 items passes the checks above but is unhashable: TypeError here.
                 return sort_queue_list(queues, topics, brokers, ids)
     except (TypeError, LookupError):
         pass  # not a sequence of (str, str, int) tuples: queue_problem says which one
@@ -139,8 +138,10 @@ def _plans(strategy: str, params: Mapping | None, requested: list[str], members:
            client_params: Mapping[str, Mapping] | None) -> list[_Plan]:
     """One strategy instance per distinct parameter set (per-client params: CONFIG's lists)."""
     by_params: dict[int, tuple[Mapping | None, list[str]]] = {}
-    for cid in requested:
-        own = client_params.get(cid) if client_params else None
+    if not client_params:
+        by_params[id(None)] = (None, requested)
+    for cid in requested if client_params else ():
+        own = client_params.get(cid)
         by_params.setdefault(id(own), (own, []))[1].append(cid)
     plans: list[_Plan] = []
     for own, clients in by_params.values():

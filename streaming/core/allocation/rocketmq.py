@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cmp_to_key
-from itertools import repeat
-from operator import itemgetter
+from itertools import islice, repeat
+from operator import itemgetter, lt
 from typing import ClassVar
 
 from streaming.core.allocation.consistent_hash import ConsistentHashRouter, queue_key
@@ -83,9 +83,13 @@ def sort_queues(queues: Iterable[Queue]) -> list[Queue]:
 def sort_queue_list(items: list[Queue], topics: set[str], brokers: set[str],
                     ids: list[int]) -> list[Queue]:
     """`sort_queues` given the items' topic set, broker set and id list (computed by a caller)."""
+    overflow = bool(ids) and max(ids) - min(ids) > _INT_MAX
+    if (not overflow and is_code_point_order_safe(topics | brokers)
+            and all(map(lt, items, islice(items, 1, None)))):
+        return list(items)  # already strictly increasing: sorted and free of duplicates
     if len(set(items)) != len(items):
         items = list(dict.fromkeys(items))
-    if ids and max(ids) - min(ids) > _INT_MAX:
+    if overflow:
         # The subtraction overflows: reproduce the comparator (Java's TimSort may still order an
         # inconsistent comparator differently; ids this far apart do not occur in practice).
         keys = {name: java_order_key(name) for name in topics | brokers}
