@@ -53,6 +53,15 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
 def _answers_metadata(bootstrap: str, timeout_s: float) -> bool:
     from confluent_kafka.admin import AdminClient
 
@@ -110,6 +119,10 @@ class EmbeddedBroker:
     def start(self) -> EmbeddedBroker:
         if self._process is not None:
             raise BrokerUnavailable("the embedded broker is already started")
+        if self.requested_port and not _port_free(self.host, self.requested_port):
+            # tansu binds with SO_REUSEPORT: it would start, and clients would reach the other
+            # process listening there.
+            raise BrokerUnavailable(f"port {self.requested_port} on {self.host} is in use")
         self.port = self.requested_port or free_port(self.host)
         url = f"tcp://{self.host}:{self.port}"
         fd, log_name = tempfile.mkstemp(prefix="tansu-", suffix=".log")
