@@ -123,9 +123,19 @@ def _replay(state: GroupState, items, until: int) -> GroupState:
     """Apply items in order, expiring sessions as event time passes, then expire up to until."""
     for event, _ in items:
         _expire(state, event.ts)
+        if not state.members and event.ts > state.clock + state.session_timeout_ms:
+            _restart(state, event)
         _react(state, apply_event(state, event), event.ts)
     _expire(state, until)
     return state
+
+
+def _restart(state: GroupState, event: Event) -> None:
+    """The group was gone (no member, no event for a session timeout): whether or not a batch
+    boundary fell in the gap, it starts afresh here, so batching cannot change its counters."""
+    fresh = GroupState(state.group, event.system, state.session_timeout_ms)
+    fresh.since, fresh.now, fresh.claims_cache = {}, event.ts, {}
+    state.__dict__.update(fresh.__dict__)
 
 
 def _expire(state: GroupState, until: int) -> None:
