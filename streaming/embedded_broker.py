@@ -89,7 +89,7 @@ class EmbeddedBroker:
         port: int = 0,
         host: str = "127.0.0.1",
         start_timeout_s: float = 30.0,
-        stop_timeout_s: float = 10.0,
+        stop_timeout_s: float = 2.0,
         cluster_id: str = "rebalance_monitor",
     ) -> None:
         if not 0 <= int(port) <= 65535:
@@ -168,6 +168,8 @@ class EmbeddedBroker:
         return self.log_path.read_bytes()[-size:].decode("utf-8", "replace")
 
     def stop(self) -> None:
+        """Terminate; kill after stop_timeout_s. tansu waits about 5 s for clients that are
+        still connected before it exits, and has nothing to flush (memory storage)."""
         process, self._process = self._process, None
         if process is not None and process.poll() is None:
             process.terminate()
