@@ -1,0 +1,110 @@
+"""The event contract v1: normalisation of valid events, a stable reason for every invalid one."""
+
+import json
+
+import pytest
+
+from streaming.core.state.codec import decode
+from streaming.core.state.events import INVALID_REASONS, Event, Invalid, parse_event
+from streaming.core.step import step
+from tests.unit.state_helpers import T0, hb, parsed, route
+
+pytestmark = pytest.mark.unit
+
+
+def test_heartbeat_is_normalised():
+    [event] = parse_event(json.dumps({
+        "v": 1, "type": "heartbeat", "ts": "2023-11-14T22:13:20.000Z", "group": "g",
+        "client_id": "10.0.0.1@123", "topics": ["B", "A", "A"], "strategy": "avg",
+        "strategy_params": {"virtual_nodes": 3}, "address": "10.0.0.1:50000",
+        "broker": "broker-a", "view": {"clients": ["c2", "c1"],
+                                        "queues": {"A": [["b", 1], ["b", 0]]}},
+        "owned": [["A", "b", 1], ["A", "b", 0]], "unknown_field": "ignored"}).encode())
+    assert event == Event(
+        type="heartbeat", ts=T0, group="g", system="rocketmq", client_id="10.0.0.1@123",
+        topics=("A", "B"), strategy="AVG", strategy_params={"virtual_nodes": 3},
+        address="10.0.0.1:50000", broker="broker-a", view_clients=("c1", "c2"),
+        view_queues={"A": (("b", 0), ("b", 1))}, owned=(("A", "b", 0), ("A", "b", 1)))
+
+
+def test_route_forms_and_fan_out():
+    by_brokers = parse_event(route("T", brokers={"b": 2, "a": 1}))
+    by_queues = parse_event(route("T", queues=[["b", 1], ["a", 0], ["b", 0]]))
+    assert by_brokers == by_queues
+    assert by_brokers[0].queues == (("a", 0), ("b", 0), ("b", 1))
+    fanned = parse_event({"type": "route", "ts": T0, "groups": ["g1", "g2", "g1"], "topic": "T",
+                          "queues": []})
+    assert [(e.group, e.queues) for e in fanned] == [("g1", ()), ("g2", ())]
+    [kafka] = parse_event({"type": "route", "ts": T0, "group": "g", "system": "kafka",
+                           "topic": "T", "partitions": 3})
+    assert kafka.queues == (("", 0), ("", 1), ("", 2))
+
+
+def test_kafka_heartbeat_and_unregister():
+    [event] = parse_event(hb("m1", ["T"], strategy="cooperative-sticky", system="kafka",
+                             owned=[["T", 2], ["T", 0]], generation=4, group_instance_id="i1"))
+    assert (event.owned, event.generation, event.group_instance_id) == (
+        (("T", "", 0), ("T", "", 2)), 4, "i1")
+    [leave] = parse_event({"type": "unregister", "ts": str(T0), "group": "g", "client_id": "c"})
+    assert (leave.type, leave.ts, leave.client_id) == ("unregister", T0, "c")
+
+
+@pytest.mark.parametrize("raw, reason", [
+    (b"{not json", "not_json"),
+    (b"\xff\xfe", "not_json"),
+    (b"[1, 2]", "not_object"),
+    (b'"text"', "not_object"),
+    (b" " * (1024 * 1024 + 1), "oversized"),
+    ({"ts": T0, "group": "g"}, "missing_field"),
+    ({"type": "heartbeat", "group": "g", "client_id": "c", "topics": [], "strategy": "AVG"},
+     "missing_field"),
+    (hb("c", ["T"], strategy=None), "missing_field"),
+    ({"type": "heartbeat", "ts": T0, "group": "g", "topics": [], "strategy": "AVG"},
+     "missing_field"),
+    (route("T"), "missing_field"),
+    (hb("c", [], topics="T"), "wrong_type"),
+    (hb("c", ["T"], owned=[["T", "b", "1"]]), "wrong_type"),
+    (hb("c", ["T"], view=[]), "wrong_type"),
+    (hb("c", ["T"], ts=True), "wrong_type"),
+    (hb("c", ["T"], group=7), "wrong_type"),
+    ({"type": "rebalance", "ts": T0, "group": "g"}, "unknown_type"),
+    (hb("c", ["T"], group=""), "missing_group"),
+    ({"type": "heartbeat", "ts": T0, "client_id": "c", "topics": [], "strategy": "AVG"},
+     "missing_group"),
+    ({"type": "route", "ts": T0, "groups": [], "topic": "T", "queues": []}, "missing_group"),
+    (hb("c", ["T"], ts=0), "bad_timestamp"),
+    (hb("c", ["T"], ts=4_102_444_800_000), "bad_timestamp"),
+    (hb("c", ["T"], ts="yesterday"), "bad_timestamp"),
+    (hb("c", ["T"], strategy="RANDOM"), "unknown_strategy"),
+    (hb("c", ["T"], strategy="range"), "unknown_strategy"),
+    (hb("c", ["T"], v=2), "bad_version"),
+    (hb("c", ["T"], v="1"), "bad_version"),
+    (hb("c", ["T"], system="pulsar"), "unknown_system"),
+    (hb("c", ["T"], group="g\u0000x"), "bad_value"),
+    (route("T", queues=[["b", -1]]), "bad_value"),
+    (hb("c", ["T"], message_model="FANOUT"), "bad_value"),
+])
+def test_invalid_events_are_rejected_with_a_stable_reason(raw, reason):
+    result = parse_event(raw if isinstance(raw, bytes) else json.dumps(raw))
+    assert isinstance(result, Invalid)
+    assert result.reason == reason, result
+    assert result.reason in INVALID_REASONS
+
+
+def test_parse_never_raises_on_odd_input():
+    for raw in (None, 12, b"", b"null", b"{" * 100_000, {"type": ["heartbeat"]},
+                {"type": "heartbeat", "ts": float("nan"), "group": "g"}):
+        assert isinstance(parse_event(raw), Invalid)
+
+
+def test_invalid_events_leave_state_untouched():
+    good = parsed([route("T", brokers={"a": 4}), hb("c1", ["T"]), hb("c2", ["T"])])
+    before = step(None, good)
+    bad = [b"{", hb("c3", ["T"], strategy="NOPE"), hb("c3", ["T"], ts=1)]
+    results = [parse_event(raw if isinstance(raw, bytes) else json.dumps(raw)) for raw in bad]
+    assert all(isinstance(r, Invalid) for r in results)
+    valid_only = [item for r in results if isinstance(r, list) for item in r]
+    after = step(before.blob, valid_only)
+    assert after.snapshot == before.snapshot
+    assert decode(after.blob).published == decode(before.blob).published
+    assert after.changes == []
