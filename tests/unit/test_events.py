@@ -62,7 +62,7 @@ def test_kafka_heartbeat_and_unregister():
     ({"type": "heartbeat", "ts": T0, "group": "g", "topics": [], "strategy": "AVG"},
      "missing_field"),
     (route("T"), "missing_field"),
-    (hb("c", [], topics="T"), "wrong_type"),
+    ({**hb("c", []), "topics": "T"}, "wrong_type"),
     (hb("c", ["T"], owned=[["T", "b", "1"]]), "wrong_type"),
     (hb("c", ["T"], view=[]), "wrong_type"),
     (hb("c", ["T"], ts=True), "wrong_type"),
