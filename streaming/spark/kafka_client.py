@@ -47,7 +47,8 @@ def client_settings(bootstrap_servers: str, kafka_options: Mapping[str, str]) ->
         if key in MANAGED_SETTINGS:
             raise ValueError(f"kafka.{key} is managed by the reader and cannot be set")
         if key == "sasl.jaas.config":
-            fields = dict(_JAAS_FIELD.findall(str(value)))
+            fields = {name: re.sub(r"\\(.)", r"\1", quoted)
+                      for name, quoted in _JAAS_FIELD.findall(str(value))}
             if set(fields) != {"username", "password"}:
                 raise ValueError(
                     "kafka.sasl.jaas.config: only PLAIN/SCRAM login modules with username "
