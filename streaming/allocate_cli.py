@@ -30,6 +30,7 @@ from streaming.core.allocation import (
     allocate_group_topics,
     sort_client_ids,
 )
+from streaming.core.allocation.javaorder import java_sorted
 
 
 class CaseError(ValueError):
@@ -192,7 +193,9 @@ def _kafka_assignment(case: dict) -> dict:
             generation=item.get("generation", -1),
         ))
     assignment = kafka.assign(case["assignor"], case["partitions_per_topic"], members)
-    return {member: [list(tp) for tp in tps] for member, tps in assignment.items()}
+    # Members in Java String order, as the conformance files list them; each list as returned.
+    return {member: [list(tp) for tp in assignment[member]]
+            for member in java_sorted(assignment)}
 
 
 # ---------------------------------------------------------------- interactive form

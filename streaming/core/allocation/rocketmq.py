@@ -146,8 +146,9 @@ class Strategy:
 class _SliceStrategy(Strategy):
     """A strategy whose share of slot i is a slice of mqAll that depends only on (n, i, m).
 
-    The slices are computed once and reused while the same cidAll / members lists come back
-    with the same queue count (the topics of one group), then applied in C.
+    The slices are computed once and reused while the same cidAll / members list objects come
+    back with the same queue count (the topics of one group), then applied in C. Callers must
+    not mutate those lists between calls (group.py never does).
     """
 
     def __init__(self, params=None):
