@@ -51,7 +51,7 @@ def render_state(state: GroupState) -> str:
 def encode(stored: Stored) -> bytes:
     settled = stored.settled
     rest = {"p": [[o, _event_out(e)] for e, o in stored.pending], "h": stored.horizon,
-            "n": stored.now, "f": [[*_identity_out(i), s] for i, s in stored.published.items()]}
+            "n": stored.now, "f": _since_out(stored.published)}
     state_text = settled if isinstance(settled, str) else render_state(settled)
     text = '{"s":' + state_text + "," + _dumps(rest)[1:]
     return bytes([VERSION]) + zlib.compress(text.encode("utf-8", "surrogatepass"), 6)
@@ -69,7 +69,7 @@ def decode(blob: bytes) -> Stored:
     try:
         body = json.loads(zlib.decompress(blob[1:]).decode("utf-8", "surrogatepass"))
         return Stored(_state_in(body["s"]), [(_event_in(e), o) for o, e in body["p"]],
-                      body["h"], {_identity_in(f[:-1]): f[-1] for f in body["f"]}, body["n"])
+                      body["h"], _since_in(body["f"]), body["n"])
     except (zlib.error, ValueError, KeyError, TypeError, IndexError) as error:
         raise CodecError(f"corrupt state blob (version {VERSION}): {error}") from error
 
@@ -149,7 +149,7 @@ def _state_out(state: GroupState) -> dict:
         "c": state.clock, "n": state.now, "j": state.joins,
         "a": [[index[k], {t: queues_out(q) for t, q in state.computed[k].items()}]
               for k in keys if k in state.computed],
-        "f": [[*_identity_out(i), s] for i, s in state.since.items()],
+        "f": _since_out(state.since),
         "k": [state.rebalances, state.queue_moves, state.late_events, state.ignored_events],
         "e": state.events_total,
     }
@@ -164,22 +164,31 @@ def _state_in(data: dict) -> GroupState:
     state.tombstones = {(c, a): ts for c, a, ts in data["x"]}
     state.computed = {members[i].key: {t: queues_in(q) for t, q in shares.items()}
                       for i, shares in data["a"]}
-    state.since = {_identity_in(f[:-1]): f[-1] for f in data["f"]}
+    state.since = _since_in(data["f"])
     state.rebalances, state.queue_moves, state.late_events, state.ignored_events = data["k"]
     state.deadline_bound = -1            # unknown after a decode: the next expiry scan sets it
     return state
 
 
-def _identity_out(identity: tuple) -> list:
-    kind, topic, queue, clients, address, brokers = identity
-    return [kind, topic, None if queue is None else list(queue), list(clients), address,
-            list(brokers)]
+def _since_out(since: dict[tuple, int]) -> list:
+    """identity -> since, with queue findings that share everything but the queue grouped into
+    one row of queue runs (a lost broker orphans thousands of queues at once)."""
+    rows: dict[tuple, list] = {}
+    for (kind, topic, queue, clients, address, brokers), start in since.items():
+        rows.setdefault((kind, topic, clients, address, brokers, start), []).append(queue)
+    out = []
+    for (kind, topic, clients, address, brokers, start), queues in rows.items():
+        runs = None if queues == [None] else queues_out(tuple(sorted(queues)))
+        out.append([kind, topic, list(clients), address, list(brokers), start, runs])
+    return out
 
 
-def _identity_in(row: list) -> tuple:
-    kind, topic, queue, clients, address, brokers = row
-    return (kind, topic, None if queue is None else tuple(queue), tuple(clients), address,
-            tuple(brokers))
+def _since_in(rows: list) -> dict[tuple, int]:
+    since = {}
+    for kind, topic, clients, address, brokers, start, runs in rows:
+        for queue in [None] if runs is None else queues_in(runs):
+            since[(kind, topic, queue, tuple(clients), address, tuple(brokers))] = start
+    return since
 
 
 _EVENT_DEFAULTS = {f.name: f.default for f in fields(Event) if f.name != "strategy_params"}
