@@ -93,6 +93,7 @@ def produce(events, bootstrap: str, topic: str, rate: RateLimit) -> tuple[int, i
             failed[0] += 1
 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
+                         "delivery.report.only.error": True,
                          "batch.num.messages": 10_000, "queue.buffering.max.messages": 500_000,
                          "queue.buffering.max.kbytes": 1_048_576})
     count = 0

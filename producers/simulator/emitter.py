@@ -34,6 +34,10 @@ class EventSink:
         self.heartbeat_on_view_change = with_view
         self._out: list = []
 
+    def pending(self) -> list:
+        """The list collecting events now (replaced by drain())."""
+        return self._out
+
     def drain(self) -> list:
         out, self._out = self._out, []
         return out

@@ -58,11 +58,13 @@ class NameServer:
     def __init__(self) -> None:
         self.topics: dict[str, dict[str, int]] = {}
         self.down: set[str] = set()
+        self.version = 0  # bumped on every route change
         self._queues: dict[str, tuple[Queue, ...]] = {}
 
     def set_topic(self, topic: str, queues_per_broker: Mapping[str, int]) -> None:
         self.topics[topic] = dict(queues_per_broker)
         self._queues.pop(topic, None)
+        self.version += 1
 
     def set_broker_down(self, broker: str, down: bool) -> list[str]:
         """Mark a broker down or up; return the topics whose route changed."""
@@ -70,6 +72,7 @@ class NameServer:
         changed = [t for t, per_broker in self.topics.items() if broker in per_broker]
         for topic in changed:
             self._queues.pop(topic, None)
+        self.version += 1
         return changed
 
     def queues(self, topic: str) -> tuple[Queue, ...]:
@@ -165,6 +168,9 @@ class Client:
         self.running = False
         self.cut_from: set[str] = set()  # brokers this process cannot reach
         self.route_cache: dict[str, tuple[Queue, ...]] = {}
+        self.route_version = 0        # bumped when route_cache changes
+        self.nameserver_version = -1  # the name server's version at the last poll
+        self.view_route_version = -1  # route_version of the last allocation
         self._brokers: list[str] | None = None
         self.holdings: dict[str, tuple[Queue, ...]] = {}
         self.view_clients: tuple[str, ...] | None = None
@@ -336,12 +342,15 @@ class World:
     def _refresh_routes(self, client: Client, periodic: bool) -> None:
         if not client.running:
             return
-        cache = client.route_cache
-        for topic in client.topics:
-            queues = self.nameserver.queues(topic)
-            if cache.get(topic) is not queues:
-                cache[topic] = queues
-                client._brokers = None
+        if client.nameserver_version != self.nameserver.version:
+            client.nameserver_version = self.nameserver.version
+            cache = client.route_cache
+            for topic in client.topics:
+                queues = self.nameserver.queues(topic)
+                if cache.get(topic) is not queues:
+                    cache[topic] = queues
+                    client._brokers = None
+                    client.route_version += 1
         if periodic:
             self.at(self.now + self.timing.route_refresh_ms, self._refresh_routes, client, True)
 
@@ -387,12 +396,11 @@ class World:
         brokers = client.brokers()
         if not brokers:
             return
-        broker = self.brokers[self.rng.choice(brokers)]
+        broker = self.brokers[brokers[int(self.rng.random() * len(brokers))]]
         if not client.can_reach(broker):
             return  # "get consumer id list failed": this rebalance does nothing
         cids = broker.member_ids(client.group)
-        if cids == client.view_clients and all(
-                client.route_cache.get(t) is client.view_queues.get(t) for t in client.topics):
+        if cids == client.view_clients and client.route_version == client.view_route_version:
             return  # same inputs, same strategy: the same result
         holdings = {}
         for topic in client.topics:
@@ -404,6 +412,7 @@ class World:
                 and view_queues == client.view_queues:
             return
         client.holdings, client.view_clients, client.view_queues = holdings, cids, view_queues
+        client.view_route_version = client.route_version
         client.version += 1
         self.on_group_change(client.group)
         if allocation_changed or self.sink.heartbeat_on_view_change:

@@ -136,7 +136,7 @@ def test_rolling_deploy_with_clean_shutdowns_is_silent(with_view):
 
 def test_network_partition_brokers_disagree_until_healed():
     # c3 is cut from broker-a at 30.5 s (its last heartbeat there: 1 s) so broker-a expires it
-    # at 121 s; the cut heals at 300 s and c3's heartbeat at 301 s re-registers it.
+    # at 121 s; the cut heals at 300.5 s and c3's heartbeat at 301 s re-registers it.
     g = "partition-group"
     with_view = truth("network-partition", with_view=True)
     divergent = found(g, "broker_view_divergent", 121, 301, clients=[c(3)])
