@@ -2,7 +2,7 @@
 
 import pytest
 
-from streaming.core.state.codec import CodecError, Stored, decode, encode, queues_in, queues_out
+from streaming.core.state.codec import CodecError, decode, encode, queues_in, queues_out
 from streaming.core.state.events import parse_event
 from streaming.core.state.group import GroupState, apply_event, expire_until
 from streaming.core.state.rerun import claims_of, rerun
