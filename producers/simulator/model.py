@@ -5,7 +5,7 @@ What it models (seed article 000, RocketMQ 4.x push consumer):
 - The name server holds each topic's queues per broker; a broker that dies drops out of every
   route at once (its connection to the name server closes).
 - Brokers keep the members that heartbeat them (ConsumerManager). A member that has not
-  heartbeated for `member_expiry_ms` (120 s) is dropped. A new member, a member that leaves
+  heartbeated for more than `member_expiry_ms` (120 s) is dropped. A new member, a member that leaves
   (UNREGISTER_CLIENT or expiry) and a changed group subscription make the broker notify every
   member it has a connection to (NOTIFY_CONSUMER_IDS_CHANGED). A notification can be lost.
 - A client process starts: it fetches its topics' routes, heartbeats every broker of those
@@ -20,8 +20,8 @@ What it models (seed article 000, RocketMQ 4.x push consumer):
 Simplifications, on purpose: one member-list query per rebalance (upstream asks per topic, the
 event contract's `view` has one client list); notifications arrive `notify_delay_ms` after the
 change (0 by default, so a clean change settles within one millisecond of simulated time); a
-broker drops a member exactly `member_expiry_ms` after its last heartbeat (upstream scans every
-10 s), which is what the monitor assumes.
+broker drops a member 1 ms past `member_expiry_ms` after its last heartbeat (upstream scans
+every 10 s for `diff > timeout`), which is what the monitor assumes.
 
 The world reports what happens to a sink (see emitter.py) and marks groups whose truth changed
 (see truth.py). Everything random comes from one `random.Random`, so a seed fixes the run.
@@ -134,7 +134,7 @@ class Broker:
         for group, members in self.members.items():
             while members:
                 client, last = next(iter(members.items()))
-                if now - last < expiry_ms:
+                if now - last <= expiry_ms:  # upstream: expired when diff > timeout
                     break
                 members.popitem(last=False)
                 self._ids.pop(group, None)
@@ -299,7 +299,7 @@ class World:
         oldest = broker.oldest_heartbeat()
         if oldest is None or broker.expiry_check_at is not None:
             return
-        broker.expiry_check_at = oldest + self.timing.member_expiry_ms
+        broker.expiry_check_at = oldest + self.timing.member_expiry_ms + 1
         self.at(broker.expiry_check_at, self._expire, broker)
 
     def _expire(self, broker: Broker) -> None:

@@ -13,8 +13,8 @@ start settling) is not a finding. Definitions follow issue 3:
   not in the largest camp (ties: the camp of the smallest client id stays);
 - client_id_collision: one client_id used by two or more live processes;
 - view_divergent: a process whose view (member list or a topic's queues) differs from the truth;
-- broker_view_divergent: live brokers of the group's routes list different members;
-  clients = the client ids not listed by every such broker.
+- broker_view_divergent: live brokers listing members of the group disagree; one finding per
+  broker that lacks some, brokers = (that broker,), clients = the client ids it lacks.
 
 `with_view=False` is what a monitor can know from heartbeats without `view`/`owned`: every
 process is taken to hold what it would allocate from the true member list and routes, so only
@@ -38,9 +38,10 @@ class ExpectedFinding:
     clients: tuple[str, ...]
     begins_ms: int
     ends_ms: int | None  # None: still present when the scenario ended
+    brokers: tuple[str, ...] = ()  # broker_view_divergent: the broker whose list lacks clients
 
 
-FindingKey = tuple  # (kind, topic, queue, clients)
+FindingKey = tuple  # (kind, topic, queue, clients, brokers)
 
 
 def group_findings(world, group: str, with_view: bool) -> set[FindingKey]:
@@ -60,7 +61,7 @@ def group_findings(world, group: str, with_view: bool) -> set[FindingKey]:
     found |= _collisions(live)
     if with_view:
         found |= _view_divergence(live, member_ids, routes)
-    found |= _broker_divergence(world, group, routes)
+    found |= _broker_divergence(world, group)
     return found
 
 
@@ -134,16 +135,13 @@ def _view_divergence(live, member_ids, routes) -> set[FindingKey]:
     return found
 
 
-def _broker_divergence(world, group: str, routes) -> set[FindingKey]:
-    names = sorted({q[1] for queues in routes.values() for q in queues})
-    lists = [Counter(world.brokers[n].member_ids(group)) for n in names
-             if world.brokers[n].alive]
-    if len(lists) < 2 or all(one == lists[0] for one in lists):
-        return set()
-    union = set().union(*lists)
-    missing = tuple(sorted(cid for cid in union if any(one[cid] != max(
-        other[cid] for other in lists) for one in lists)))
-    return {("broker_view_divergent", None, None, missing)}
+def _broker_divergence(world, group: str) -> set[FindingKey]:
+    lists = {name: set(broker.members.get(group, ())) for name, broker in world.brokers.items()
+             if broker.alive and broker.members.get(group)}
+    union = set().union(*lists.values())
+    return {("broker_view_divergent", None, None,
+             tuple(sorted(c.client_id for c in union - held)), (name,))
+            for name, held in sorted(lists.items()) if held != union}
 
 
 class TruthTracker:
@@ -176,9 +174,10 @@ class TruthTracker:
         return sorted(self.closed + still, key=_order)
 
     def _finding(self, group: str, key: FindingKey, begun: int, ended: int | None):
-        kind, topic, queue, clients = key
+        kind, topic, queue, clients, *brokers = key
         return ExpectedFinding(kind, group, topic, queue, clients, self.epoch_ms + begun,
-                               None if ended is None else self.epoch_ms + ended)
+                               None if ended is None else self.epoch_ms + ended,
+                               brokers[0] if brokers else ())
 
 
 def _order(f: ExpectedFinding):

@@ -25,9 +25,9 @@ def c(host: int, pid: int = 1, net: str = "10.0.0") -> str:
     return f"{net}.{host}@{pid}"
 
 
-def found(group, kind, begins_s, ends_s, topic=None, queue=None, clients=()):
-    return ExpectedFinding(kind, group, topic, queue, tuple(clients), T0 + int(begins_s * S),
-                           None if ends_s is None else T0 + int(ends_s * S))
+def found(group, kind, begins_s, ends_s, topic=None, queue=None, clients=(), brokers=()):
+    return ExpectedFinding(kind, group, topic, queue, tuple(clients), T0 + round(begins_s * S),
+                           None if ends_s is None else T0 + round(ends_s * S), tuple(brokers))
 
 
 def truth(name: str, **kw) -> set[ExpectedFinding]:
@@ -136,15 +136,17 @@ def test_rolling_deploy_with_clean_shutdowns_is_silent(with_view):
 
 def test_network_partition_brokers_disagree_until_healed():
     # c3 is cut from broker-a at 30.5 s (its last heartbeat there: 1 s) so broker-a expires it
-    # at 121 s; the cut heals at 300.5 s and c3's heartbeat at 301 s re-registers it.
+    # when more than 120 s have passed, at 121.001 s; the cut heals at 300.5 s and c3's
+    # heartbeat at 301 s re-registers it.
     g = "partition-group"
     with_view = truth("network-partition", with_view=True)
-    divergent = found(g, "broker_view_divergent", 121, 301, clients=[c(3)])
+    divergent = found(g, "broker_view_divergent", 121.001, 301, clients=[c(3)],
+                      brokers=["broker-a"])
     assert truth("network-partition", with_view=False) == {divergent}
     assert divergent in with_view
     conflicts = [f for f in with_view if f.kind in ("double_assignment", "orphaned_queue")]
     assert conflicts, "clients asking broker-a see 2 members, the others 3"
-    assert all(T0 + 121 * S <= f.begins_ms and f.ends_ms <= T0 + 301 * S for f in conflicts)
+    assert all(T0 + 121_001 <= f.begins_ms and f.ends_ms <= T0 + 301 * S for f in conflicts)
 
 
 def test_steady_is_healthy_and_loads_are_even():
@@ -224,3 +226,60 @@ def test_ground_truth_follows_the_clock_epoch():
     scenario = SCENARIOS["strategy-change"](seed=1)
     list(scenario.run(FastClock(epoch_ms=1_800_000_000_000)))
     assert min(f.begins_ms for f in scenario.ground_truth()) == 1_800_000_060_000
+
+
+# --- the pure monitor core rediscovers the ground truth from the events alone ---------------
+
+def _monitor_findings(events) -> set[tuple]:
+    """Feed streaming.core.step one batch per event millisecond; (identity, since, ended at)."""
+    from itertools import groupby
+
+    from streaming.core.step import step
+
+    blobs: dict[str, bytes | None] = {}
+    open_: dict[tuple, int] = {}
+    closed: set[tuple] = set()
+    offset = 0
+    for _, batch in groupby(events, key=lambda e: e["ts"]):
+        per_group: dict[str, list] = {}
+        for raw in batch:
+            for event in parse_event(raw):
+                per_group.setdefault(event.group, []).append((event, offset))
+            offset += 1
+        for group, group_events in per_group.items():
+            out = step(blobs.get(group), group_events)
+            blobs[group] = out.blob
+            for r in out.changes:
+                identity = (r["kind"], r["group"], r["topic"],
+                            None if r["queue"] is None else tuple(r["queue"]),
+                            tuple(r["clients"]), tuple(r.get("brokers", ())))
+                if r["status"] == "started":
+                    open_[identity] = r["since"]
+                else:
+                    open_.pop(identity, None)
+                    closed.add((identity, r["since"], r["at"]))
+    return closed | {(identity, since, None) for identity, since in open_.items()}
+
+
+def _expected(scenario) -> set[tuple]:
+    return {((f.kind, f.group, f.topic, f.queue, f.clients, f.brokers), f.begins_ms, f.ends_ms)
+            for f in scenario.ground_truth()}
+
+
+@pytest.mark.parametrize("name", sorted(set(SCENARIOS) - {"steady"}))
+@pytest.mark.parametrize("with_view", [True, False])
+def test_core_monitor_rediscovers_the_ground_truth(name, with_view):
+    scenario = SCENARIOS[name](seed=1, with_view=with_view)
+    got = _monitor_findings(list(scenario.run()))
+    if name == "broker-crash":  # known gap, pinned by the xfail below
+        got = {f for f in got if f[0][0] != "broker_view_divergent"}
+    assert got == _expected(scenario)
+
+
+@pytest.mark.xfail(strict=True, reason="the core keeps a crashed broker's member list until each "
+                   "member's per-broker expiry (161-191 s), so it reports a broker view "
+                   "divergence the fleet never had; brokers absent from every route should not "
+                   "count")
+def test_core_monitor_ignores_a_crashed_brokers_member_list():
+    scenario = SCENARIOS["broker-crash"](seed=1, with_view=True)
+    assert _monitor_findings(list(scenario.run())) == _expected(scenario)
