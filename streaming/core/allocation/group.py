@@ -118,11 +118,13 @@ def sorted_valid_queues(queues: list) -> list[Queue]:
     """
     try:
         ids = list(map(itemgetter(2), queues))  # IndexError if a queue is too short
-        if sum(map(len, queues)) == 3 * len(ids) and set(map(type, queues)) <= {tuple}:
+        if sum(map(len, queues)) == 3 * len(ids):  # so none is longer either
+            distinct = set(queues)  # TypeError if unhashable (a list); reused to drop duplicates
             topics, brokers = set(map(itemgetter(0), queues)), set(map(itemgetter(1), queues))
-            if (set(map(type, topics | brokers)) <= {str} and set(map(type, ids)) <= {int}
+            if (set(map(type, ids)) <= {int}
                     and (not ids or (min(ids) >= _INT_MIN and max(ids) <= _INT_MAX))):
-                return sort_queue_list(queues, topics, brokers, ids)
+                # Names that are not str raise TypeError in sort_queue_list's str.isascii.
+                return sort_queue_list(queues, topics, brokers, ids, distinct)
     except (TypeError, LookupError):
         pass  # not a sequence of (str, str, int) tuples: queue_problem says which one
     raise InvalidAllocationInput(next(filter(None, map(queue_problem, queues)), "invalid queue"))

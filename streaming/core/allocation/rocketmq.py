@@ -80,14 +80,14 @@ def sort_queues(queues: Iterable[Queue]) -> list[Queue]:
                            set(map(itemgetter(1), items)), list(map(itemgetter(2), items)))
 
 
-def sort_queue_list(items: list[Queue], topics: set[str], brokers: set[str],
-                    ids: list[int]) -> list[Queue]:
-    """`sort_queues` given the items' topic set, broker set and id list (computed by a caller)."""
+def sort_queue_list(items: list[Queue], topics: set[str], brokers: set[str], ids: list[int],
+                    distinct: set[Queue] | None = None) -> list[Queue]:
+    """`sort_queues` given the items' topic set, broker set, id list and (optionally) set."""
     overflow = bool(ids) and max(ids) - min(ids) > _INT_MAX
-    if (not overflow and is_code_point_order_safe(topics | brokers)
-            and all(map(lt, items, islice(items, 1, None)))):
+    code_point_safe = is_code_point_order_safe(topics | brokers)  # TypeError for a non-str name
+    if not overflow and code_point_safe and all(map(lt, items, islice(items, 1, None))):
         return list(items)  # already strictly increasing: sorted and free of duplicates
-    if len(set(items)) != len(items):
+    if len(set(items) if distinct is None else distinct) != len(items):
         items = list(dict.fromkeys(items))
     if overflow:
         # The subtraction overflows: reproduce the comparator (Java's TimSort may still order an
