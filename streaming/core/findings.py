@@ -66,8 +66,7 @@ def compute(state: GroupState) -> GroupFindings:
     contested = {t: route[t] for t in sorted({t for m in active for t in m.topics}) if t in route}
     findings: list[Finding] = []
     loads = {m.key: 0 for m in state.live_members()}
-    for topic, queues in contested.items():
-        findings += _queue_findings(state, topic, queues, active, claims, loads)
+    findings += _queue_findings(contested, active, claims, loads)
     for member in state.live_members():
         if not member.clustering:
             loads[member.key] = sum(len(route.get(t, ())) for t in member.topics)
@@ -83,23 +82,31 @@ def compute(state: GroupState) -> GroupFindings:
     return GroupFindings(findings, {t: len(q) for t, q in route.items()}, loads, skew_ratio)
 
 
-def _queue_findings(state, topic, queues, active, claims, loads) -> list[Finding]:
-    in_route = set(queues)
-    owners: dict[Queue2, list[Member]] = {}
+def _queue_findings(contested, active, claims, loads) -> list[Finding]:
+    in_route = {t: set(q) for t, q in contested.items()}
+    owners: dict[str, dict[Queue2, list[Member]]] = {t: {} for t in contested}
     for member in active:
-        for queue in claims.get(member.key, {}).get(topic, ()):
-            if queue in in_route:
-                owners.setdefault(queue, []).append(member)
-                loads[member.key] += 1
+        load = 0
+        for topic, queues in claims.get(member.key, {}).items():
+            valid, held = in_route.get(topic), owners.get(topic)
+            if valid is None:
+                continue
+            for queue in queues:
+                if queue in valid:
+                    held.setdefault(queue, []).append(member)
+                    load += 1
+        loads[member.key] = load
     found = []
-    for queue in queues:
-        holders = owners.get(queue)
-        if not holders:
-            found.append(Finding("orphaned_queue", topic, queue))
-        elif len(holders) > 1:
-            found.append(Finding("double_assignment", topic, queue,
-                                 tuple(sorted(m.client_id for m in holders)),
-                                 detail={"addresses": sorted(m.address for m in holders)}))
+    for topic, queues in contested.items():
+        held = owners[topic]
+        for queue in queues:
+            holders = held.get(queue)
+            if not holders:
+                found.append(Finding("orphaned_queue", topic, queue))
+            elif len(holders) > 1:
+                found.append(Finding("double_assignment", topic, queue,
+                                     tuple(sorted(m.client_id for m in holders)),
+                                     detail={"addresses": sorted(m.address for m in holders)}))
     return found
 
 

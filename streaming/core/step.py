@@ -175,19 +175,18 @@ def _nonempty(claims) -> dict:
 
 def _moves(before, after) -> int:
     """Queues that went to a member that did not hold them, from a member that did."""
-    old = _owners(before)
-    moved = 0
-    for slot, holders in _owners(after).items():
-        previous = old.get(slot)
-        if previous:
-            moved += len(holders - previous)
-    return moved
-
-
-def _owners(claims) -> dict[tuple, set]:
-    owners: dict[tuple, set] = {}
-    for key, by_topic in claims.items():
+    gained: dict[str, set] = {}
+    for key, by_topic in after.items():
+        old = before.get(key, {})
         for topic, queues in by_topic.items():
-            for queue in queues:
-                owners.setdefault((topic, queue), set()).add(key)
-    return owners
+            had = old.get(topic, ())
+            if queues != had:
+                gained.setdefault(topic, set()).update((key, q) for q in set(queues) - set(had))
+    moved = 0
+    for topic, pairs in gained.items():
+        held_before: dict = {}
+        for key, by_topic in before.items():
+            for queue in by_topic.get(topic, ()):
+                held_before.setdefault(queue, []).append(key)
+        moved += sum(1 for key, queue in pairs if held_before.get(queue))
+    return moved

@@ -108,3 +108,22 @@ def test_invalid_events_leave_state_untouched():
     assert after.snapshot == before.snapshot
     assert decode(after.blob).published == decode(before.blob).published
     assert after.changes == []
+
+
+def test_every_example_in_the_contract_doc_parses():
+    import pathlib
+    import re
+
+    text = (pathlib.Path(__file__).parents[2] / "docs" / "events.md").read_text()
+    examples = re.findall(r"```json\n(.*?)```", text, re.S)
+    assert len(examples) == 5
+    for example in examples:
+        assert isinstance(parse_event(example), list), example
+
+
+def test_schema_file_is_shipped_beside_the_parser():
+    import pathlib
+
+    schema = json.loads((pathlib.Path(__file__).parents[2] / "streaming" / "core" / "state"
+                         / "event.schema.json").read_text())
+    assert schema["properties"]["type"]["enum"] == ["heartbeat", "unregister", "route"]

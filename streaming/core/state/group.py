@@ -48,10 +48,10 @@ class Member:
     generation: int | None = None
     instance_id: str | None = None
     brokers: dict[str, int] = field(default_factory=dict)   # broker -> last heartbeat via it
+    key: MemberKey = field(init=False, repr=False, compare=False)
 
-    @property
-    def key(self) -> MemberKey:
-        return (self.client_id, self.address)
+    def __post_init__(self) -> None:
+        self.key = (self.client_id, self.address)
 
     @property
     def clustering(self) -> bool:

@@ -79,13 +79,14 @@ def _rerun_rocketmq(state: GroupState, only: set | None) -> None:
             continue
         previous[key] = state.computed.get(key, {})
         state.computed[key] = {}
+        prefix = (member.strategy, repr(sorted(member.params.items())) if member.params else "",
+                  _CONSENSUS if member.view_clients is None else member.view_clients)
+        views = member.view_queues or {}
         for topic in member.topics:
-            view_q = member.view_queues.get(topic) if member.view_queues else None
-            job = (member.strategy, repr(sorted(member.params.items())), topic,
-                   _CONSENSUS if view_q is None else view_q,
-                   _CONSENSUS if member.view_clients is None else member.view_clients)
+            view_q = views.get(topic)
+            job = (*prefix, topic, _CONSENSUS if view_q is None else view_q)
             jobs.setdefault(job, []).append(member)
-    for (strategy, _, topic, view_q, view_c), members in jobs.items():
+    for (strategy, _, view_c, topic, view_q), members in jobs.items():
         queues = consensus_queues(state, topic) if view_q == _CONSENSUS else view_q
         if queues is None:
             continue                    # no route known: RebalanceImpl skips the topic

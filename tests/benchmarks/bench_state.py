@@ -1,0 +1,150 @@
+"""Benchmark: findings for one group of 1,000 clients and 10,000 queues after a membership change.
+
+Run: /work/venv/bin/python -m tests.benchmarks.bench_state [--changes 10] [--baseline-sample 50]
+
+Measures, in the same run:
+- step(): decode the blob, apply one membership change (a join or an unregister), re-run the
+  group's allocation (group-level calls), recompute every finding, diff, encode. Mean per change.
+- the core alone (apply + re-run + findings, no codec), mean per change.
+- the state blob's size in bytes.
+- baseline: a naive re-run that calls the per-client `allocate()` for every client and topic,
+  sorting the inputs each time as RebalanceImpl does. Timed on a sample of clients and
+  extrapolated to the whole group (said so in the output).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import time
+
+from streaming.core.allocation import allocate, sort_client_ids, sort_queues
+from streaming.core.state.codec import Stored, decode, encode
+from streaming.core.state.events import parse_event
+from streaming.core.state.group import GroupState, apply_event
+from streaming.core.state.rerun import claims_of, rerun
+from streaming.core.step import StepConfig, _react, findings_of, step
+
+T0 = 1_700_000_000_000
+TOPICS = [f"Topic{i:02d}" for i in range(10)]
+BROKERS = {f"broker-{b}": 250 for b in "abcd"}          # 1,000 queues per topic
+SPACING_MS = 30_000                                      # changes 30 s apart (outside the window)
+
+
+def machine() -> str:
+    model = "unknown"
+    try:
+        with open("/proc/cpuinfo") as info:
+            model = next(line.split(":", 1)[1].strip() for line in info
+                         if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"nproc={os.cpu_count()} cpu={model!r} python={platform.python_version()}"
+
+
+def heartbeat(cid: str, ts: int) -> dict:
+    return {"type": "heartbeat", "ts": ts, "group": "big", "client_id": cid, "topics": TOPICS,
+            "strategy": "AVG", "address": f"10.0.{int(cid[1:]) // 250}.{int(cid[1:]) % 250}:1"}
+
+
+def one(raw: dict):
+    [event] = parse_event(raw)
+    return event
+
+
+def build_blob(clients: int) -> bytes:
+    """The group after its members joined (built directly: one re-run, not one per join)."""
+    state = GroupState("big", "rocketmq", 120_000)
+    for topic in TOPICS:
+        apply_event(state, one({"type": "route", "ts": T0, "group": "big", "topic": topic,
+                                "brokers": BROKERS}))
+    for i in range(clients):
+        apply_event(state, one(heartbeat(f"c{i:04d}", T0)))
+    rerun(state)
+    state.claims_cache = claims_of(state)
+    _react(state, apply_event(state, one(heartbeat("c0000", T0))), T0)
+    state.since = {f.identity: T0 for f in findings_of(state).findings}
+    state.now = T0
+    return encode(Stored(state, [], T0 - 1, dict(state.since), T0))
+
+
+def changes(count: int, clients: int) -> list[dict]:
+    """Alternating joins of new clients and unregisters of existing ones."""
+    out = []
+    for k in range(count):
+        ts = T0 + (k + 1) * SPACING_MS
+        if k % 2 == 0:
+            out.append(heartbeat(f"c{clients + k:04d}", ts))
+        else:
+            out.append({"type": "unregister", "ts": ts, "group": "big", "client_id": f"c{k:04d}"})
+    return out
+
+
+def bench_step(blob: bytes, raws: list[dict]) -> tuple[list[float], bytes, dict]:
+    times, out = [], None
+    for offset, raw in enumerate(raws):
+        start = time.perf_counter()
+        out = step(blob, [(one(raw), offset)], config=StepConfig())
+        times.append(time.perf_counter() - start)
+        blob = out.blob
+    return times, blob, out.snapshot
+
+
+def bench_core(blob: bytes, raws: list[dict]) -> list[float]:
+    state = decode(blob).settled
+    state.claims_cache = claims_of(state)
+    times = []
+    for raw in raws:
+        event = one(raw)
+        start = time.perf_counter()
+        _react(state, apply_event(state, event), event.ts)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def bench_naive(blob: bytes, sample: int) -> tuple[float, int]:
+    """Per-client allocate() for `sample` clients over every topic; returns (seconds, clients)."""
+    state = decode(blob).settled
+    cids = [key[0] for key in state.members]
+    start = time.perf_counter()
+    for cid in cids[:sample]:
+        for topic in TOPICS:
+            queues = [(topic, b, q) for b, q in state.routes[topic][1]]
+            allocate("AVG", {}, cid, sort_queues(queues), sort_client_ids(cids))
+    return time.perf_counter() - start, len(cids)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, default=1000)
+    parser.add_argument("--changes", type=int, default=10)
+    parser.add_argument("--baseline-sample", type=int, default=50)
+    args = parser.parse_args()
+    print(f"machine: {machine()}")
+    print(f"group: {args.clients} clients, {len(TOPICS)} topics x 1,000 queues, AVG")
+    blob = build_blob(args.clients)
+    raws = changes(args.changes, args.clients)
+    step_times, last_blob, snapshot = bench_step(blob, raws)
+    core_times = bench_core(blob, raws)
+    naive_s, total = bench_naive(blob, args.baseline_sample)
+    naive_full = naive_s * total / args.baseline_sample
+    step_mean, core_mean = statistics.mean(step_times), statistics.mean(core_times)
+    print(f"changes: {args.changes} (joins and unregisters alternating, {SPACING_MS} ms apart)")
+    print(f"step() per change: mean {step_mean * 1e3:.1f} ms, "
+          f"max {max(step_times) * 1e3:.1f} ms (decode + re-run + findings + diff + encode)")
+    print(f"core per change (apply + re-run + findings, no codec): mean {core_mean * 1e3:.1f} ms")
+    print(f"state blob: {len(blob)} bytes before, {len(last_blob)} bytes after the changes")
+    print(f"snapshot after: members={snapshot['members']} skew_ratio={snapshot['skew_ratio']} "
+          f"rebalances_total={snapshot['rebalances_total']} "
+          f"queue_moves_total={snapshot['queue_moves_total']}")
+    print(f"baseline (naive per-client allocate, sorting per call): {naive_s:.2f} s for "
+          f"{args.baseline_sample} clients, extrapolated x{total / args.baseline_sample:.0f} "
+          f"to {total} clients = {naive_full:.1f} s per re-run")
+    print(f"ratio baseline / step(): {naive_full / step_mean:.0f}x; "
+          f"baseline / core: {naive_full / core_mean:.0f}x")
+
+
+if __name__ == "__main__":
+    main()
