@@ -163,7 +163,10 @@ class RebalanceReporter:
         return self.client_id or self.member_id or self.address
 
     def heartbeat(self) -> None:
-        self._send(self.event())
+        event = self.event()
+        if event["client_id"] == self.address and not event["owned"]:
+            return  # not joined yet (no member id) and holding nothing: nothing to report
+        self._send(event)
 
     def _send(self, event: dict) -> None:
         self.producer.produce(self.events_topic, json.dumps(event, separators=(",", ":")),

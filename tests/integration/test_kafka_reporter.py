@@ -156,3 +156,34 @@ def test_reporter_shows_range_skew_manual_assign_and_rebalance(kafka_bootstrap, 
     manual.close()
     manual_reporter.close()
     reader.consumer.close()
+
+
+def test_kafka_python_listener_reports_member_generation_and_assignment(kafka_bootstrap,
+                                                                       make_topic):
+    from kafka import KafkaConsumer
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+
+    topic, events_topic = make_topic(3), make_topic(1)
+    group = f"kp-reporter-{uuid.uuid4().hex[:8]}"
+    consumer = KafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=group,
+                             partition_assignment_strategy=[RangePartitionAssignor],
+                             enable_auto_commit=False, session_timeout_ms=6000,
+                             heartbeat_interval_ms=500)
+    reporter = RebalanceReporter({"bootstrap.servers": kafka_bootstrap}, events_topic, group,
+                                 "range")
+    consumer.subscribe([topic], listener=reporter.kafka_python_listener(consumer))
+    deadline = time.monotonic() + DEADLINE_S
+    while len(reporter.owned) < 3 and time.monotonic() < deadline:
+        consumer.poll(timeout_ms=100)
+    assert reporter.owned == {(topic, p) for p in range(3)}
+    reader = EventReader(kafka_bootstrap, events_topic)
+    reader.read_until(lambda r: any(e.get("owned") == [[topic, p] for p in range(3)]
+                                    for e in r.latest().values()), "the kafka-python member")
+    (event,) = reader.latest().values()
+    generation = consumer._coordinator._generation  # what the coordinator handed out
+    assert event["client_id"] == generation.member_id and event["topics"] == [topic]
+    assert event["generation"] == generation.generation_id >= 0
+    consumer.close()
+    reporter.close()
+    reader.read_until(lambda r: not r.latest(), "the unregister")
+    reader.consumer.close()
