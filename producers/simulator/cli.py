@@ -26,6 +26,9 @@ from producers.simulator.scenarios import SCENARIOS, Scenario, Steady
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = "scenarios:\n" + "\n".join(
+        f"  {name:22} {cls.summary}" for name, cls in sorted(SCENARIOS.items()))
     parser.add_argument("--bootstrap-servers", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"),
                         help="Kafka bootstrap servers (env KAFKA_BOOTSTRAP_SERVERS)")
     parser.add_argument("--topic", default="rebalance.events", help="events topic")
@@ -113,18 +116,22 @@ def produce(events, bootstrap: str, topic: str, rate: RateLimit) -> tuple[int, i
 
 
 def main(args: argparse.Namespace) -> int:
+    try:
+        return _main(args)
+    except BrokenPipeError:  # `| head`: the reader has seen enough
+        sys.stderr.close()
+        return 0
+
+
+def _main(args: argparse.Namespace) -> int:
     scenario = build_scenario(args)
     clock = (RealtimeClock(args.speed) if args.realtime else FastClock(args.epoch_ms))
     rate = RateLimit(args.rate)
     if args.stdout:
-        try:
-            for _key, value in scenario.run_encoded(clock):
-                sys.stdout.write(value.decode() + "\n")
-                rate.tick()
-            sys.stdout.flush()
-        except BrokenPipeError:  # `| head`: the reader has seen enough
-            sys.stderr.close()
-            return 0
+        for _key, value in scenario.run_encoded(clock):
+            sys.stdout.write(value.decode() + "\n")
+            rate.tick()
+        sys.stdout.flush()
     elif args.bootstrap_servers:
         if args.create_topic:
             from streaming.embedded_broker import create_topic
@@ -143,6 +150,10 @@ def main(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     if args.print_ground_truth:
-        for finding in scenario.ground_truth():
+        truth = scenario.ground_truth()
+        mode = "with view and owned" if args.with_view else "without view (structural only)"
+        print(f"simulate: {scenario.name}: ground truth for heartbeats {mode}: "
+              f"{len(truth)} findings", file=sys.stderr)
+        for finding in truth:
             print(json.dumps({"ground_truth": asdict(finding)}))
     return 0
