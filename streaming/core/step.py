@@ -74,7 +74,7 @@ def step(blob: bytes | None, events: Sequence[tuple[Event, int]], *,
     if not view.members and now > view.clock + view.session_timeout_ms:
         changes = fnd.diff(stored.published, {}, {}, view.group, view.system, now)
         return StepOutput(None, None, changes)
-    after = {f.identity: view.since[f.identity] for f in current.findings}
+    after = {f.identity: view.since.get(f.identity, now) for f in current.findings}
     by_identity = {f.identity: f for f in current.findings}
     changes = fnd.diff(stored.published, after, by_identity, view.group, view.system, now)
     settled, pending, horizon = settled_blob_parts

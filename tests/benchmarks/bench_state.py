@@ -31,6 +31,8 @@ T0 = 1_700_000_000_000
 TOPICS = [f"Topic{i:02d}" for i in range(10)]
 BROKERS = {f"broker-{b}": 250 for b in "abcd"}          # 1,000 queues per topic
 SPACING_MS = 30_000                                      # changes 30 s apart (outside the window)
+# Long enough that the 1,000 members built at T0 do not expire during the measured changes.
+CONFIG = StepConfig(session_timeout_ms=3_600_000)
 
 
 def machine() -> str:
@@ -56,7 +58,7 @@ def one(raw: dict):
 
 def build_blob(clients: int) -> bytes:
     """The group after its members joined (built directly: one re-run, not one per join)."""
-    state = GroupState("big", "rocketmq", 120_000)
+    state = GroupState("big", "rocketmq", CONFIG.session_timeout_ms)
     for topic in TOPICS:
         apply_event(state, one({"type": "route", "ts": T0, "group": "big", "topic": topic,
                                 "brokers": BROKERS}))
@@ -82,11 +84,11 @@ def changes(count: int, clients: int) -> list[dict]:
     return out
 
 
-def bench_step(blob: bytes, raws: list[dict]) -> tuple[list[float], bytes, dict]:
+def bench_step(blob: bytes, raws: list[dict], config: StepConfig) -> tuple[list, bytes, dict]:
     times, out = [], None
     for offset, raw in enumerate(raws):
         start = time.perf_counter()
-        out = step(blob, [(one(raw), offset)], config=StepConfig())
+        out = step(blob, [(one(raw), offset)], config=config)
         times.append(time.perf_counter() - start)
         blob = out.blob
     return times, blob, out.snapshot
@@ -126,7 +128,12 @@ def main() -> None:
     print(f"group: {args.clients} clients, {len(TOPICS)} topics x 1,000 queues, AVG")
     blob = build_blob(args.clients)
     raws = changes(args.changes, args.clients)
-    step_times, last_blob, snapshot = bench_step(blob, raws)
+    step_times, last_blob, snapshot = bench_step(blob, raws, CONFIG)
+    no_window = StepConfig(session_timeout_ms=CONFIG.session_timeout_ms, reorder_window_ms=0)
+    step_times_no_window, _, _ = bench_step(blob, raws, no_window)
+    idle_times, _, _ = bench_step(last_blob, [heartbeat("c0000", T0 + (args.changes + 1)
+                                                        * SPACING_MS + k) for k in range(5)],
+                                  CONFIG)
     core_times = bench_core(blob, raws)
     naive_s, total = bench_naive(blob, args.baseline_sample)
     naive_full = naive_s * total / args.baseline_sample
@@ -134,6 +141,11 @@ def main() -> None:
     print(f"changes: {args.changes} (joins and unregisters alternating, {SPACING_MS} ms apart)")
     print(f"step() per change: mean {step_mean * 1e3:.1f} ms, "
           f"max {max(step_times) * 1e3:.1f} ms (decode + re-run + findings + diff + encode)")
+    print(f"step() per change with reorder_window_ms=0: mean "
+          f"{statistics.mean(step_times_no_window) * 1e3:.1f} ms (the default 10 s window "
+          "replays a change still inside it once more at the next step)")
+    print(f"step() for a plain heartbeat (no change): mean "
+          f"{statistics.mean(idle_times) * 1e3:.1f} ms (decode + encode dominate)")
     print(f"core per change (apply + re-run + findings, no codec): mean {core_mean * 1e3:.1f} ms")
     print(f"state blob: {len(blob)} bytes before, {len(last_blob)} bytes after the changes")
     print(f"snapshot after: members={snapshot['members']} skew_ratio={snapshot['skew_ratio']} "

@@ -10,7 +10,7 @@ from streaming.core.state.codec import decode
 from streaming.core.step import StepConfig, step
 from tests.unit.state_helpers import T0, parsed
 
-pytestmark = pytest.mark.unit
+pytestmark = [pytest.mark.unit, pytest.mark.slow]
 
 CONFIG = StepConfig(session_timeout_ms=1_000, kafka_session_timeout_ms=1_000,
                     reorder_window_ms=300)

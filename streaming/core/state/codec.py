@@ -147,8 +147,8 @@ def _state_out(state: GroupState) -> dict:
         "r": {t: [ts, queues_out(q)] for t, (ts, q) in sorted(state.routes.items())},
         "x": [[c, a, ts] for (c, a), ts in sorted(state.tombstones.items(), key=repr)],
         "c": state.clock, "n": state.now, "j": state.joins,
-        "a": [[index[k], {t: queues_out(q) for t, q in state.computed[k].items()}]
-              for k in keys if k in state.computed],
+        "ak": [index[k] for k in keys if k in state.computed],
+        "a": _computed_out(keys, state.computed),
         "f": _since_out(state.since),
         "k": [state.rebalances, state.queue_moves, state.late_events, state.ignored_events],
         "e": state.events_total,
@@ -162,12 +162,46 @@ def _state_in(data: dict) -> GroupState:
     state.members = {m.key: m for m in members}
     state.routes = {t: (ts, queues_in(q)) for t, (ts, q) in data["r"].items()}
     state.tombstones = {(c, a): ts for c, a, ts in data["x"]}
-    state.computed = {members[i].key: {t: queues_in(q) for t, q in shares.items()}
-                      for i, shares in data["a"]}
+    state.computed = _computed_in([m.key for m in members], data["ak"], data["a"])
     state.since = _since_in(data["f"])
     state.rebalances, state.queue_moves, state.late_events, state.ignored_events = data["k"]
     state.deadline_bound = -1            # unknown after a decode: the next expiry scan sets it
     return state
+
+
+def _computed_out(keys: list, computed: dict) -> dict:
+    """Per topic: [brokers, flat ints]; the ints are, per member with a share of the topic,
+    member index, run count, then (broker index, first id, last id) per run."""
+    topics: dict[str, tuple[dict, list]] = {}
+    for i, key in enumerate(keys):
+        for topic, share in computed.get(key, {}).items():
+            brokers, flat = topics.setdefault(topic, ({}, []))
+            runs: list[list] = []
+            for broker, qid in share:
+                if runs and runs[-1][0] == broker and runs[-1][2] == qid - 1:
+                    runs[-1][2] = qid
+                else:
+                    runs.append([broker, qid, qid])
+            flat += (i, len(runs))
+            for broker, first, last in runs:
+                flat += (brokers.setdefault(broker, len(brokers)), first, last)
+    return {t: [list(brokers), flat] for t, (brokers, flat) in topics.items()}
+
+
+def _computed_in(keys: list, with_entry: list, data: dict) -> dict:
+    computed: dict = {keys[i]: {} for i in with_entry}
+    for topic, (brokers, flat) in data.items():
+        at = 0
+        while at < len(flat):
+            index, runs = flat[at], flat[at + 1]
+            at += 2
+            share: list = []
+            for _ in range(runs):
+                broker = brokers[flat[at]]
+                share += [(broker, q) for q in range(flat[at + 1], flat[at + 2] + 1)]
+                at += 3
+            computed[keys[index]][topic] = tuple(share)
+    return computed
 
 
 def _since_out(since: dict[tuple, int]) -> list:
