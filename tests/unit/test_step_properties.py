@@ -56,7 +56,9 @@ def kafka_event(draw, ts: int) -> dict:
     event = {"type": "heartbeat", "ts": ts, "group": "g", "system": "kafka", "client_id": client,
              "topics": draw(st.lists(st.sampled_from(TOPICS), min_size=1, max_size=2,
                                      unique=True)),
-             "strategy": draw(st.sampled_from(["range", "roundrobin"]))}
+             "strategy": draw(st.sampled_from(["range", "roundrobin", "sticky",
+                                               "cooperative-sticky"])),
+             "generation": draw(st.sampled_from([-1, 1, 2]))}
     if draw(st.booleans()):
         event["owned"] = [["T1", p] for p in draw(st.lists(st.integers(0, 5), max_size=3))]
     return event
