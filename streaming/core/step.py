@@ -159,8 +159,7 @@ def _react(state: GroupState, change: Change, at: int) -> None:
         state.claims_cache = after
     since = state.since
     state.findings_cache = fnd.compute(state)
-    current = {f.identity for f in state.findings_cache.findings}
-    state.since = {i: since.get(i, at) for i in sorted(current, key=repr)}
+    state.since = {f.identity: since.get(f.identity, at) for f in state.findings_cache.findings}
 
 
 def findings_of(state: GroupState) -> fnd.GroupFindings:
