@@ -22,7 +22,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from streaming.core.state.events import Queue2
-from streaming.core.state.group import GroupState, Member, MemberKey
+from streaming.core.state.group import GroupState, Member, MemberKey, next_deadline
 from streaming.core.state.rerun import claims_of, consensus_clients, consensus_queues, shared_params
 
 KINDS = ("double_assignment", "orphaned_queue", "skew", "idle_client",
@@ -249,5 +249,5 @@ def snapshot(state: GroupState, result: GroupFindings) -> dict:
         "rebalances_total": state.rebalances, "queue_moves_total": state.queue_moves,
         "client_queues": client_queues, "events_total": dict(sorted(state.events_total.items())),
         "late_events_total": state.late_events, "ignored_events_total": state.ignored_events,
-        "findings": len(result.findings),
+        "findings": len(result.findings), "next_expiry_ms": next_deadline(state),
     }

@@ -189,6 +189,7 @@ def test_member_expiry_by_event_time_then_group_removed_with_ended_records():
     last = T0 + 120_001
     out = run.batch([], watermark_ms=last + 120_000)         # c1 still inside its session
     assert out.snapshot["members"] == 1 and out.changes == []
+    assert out.snapshot["next_expiry_ms"] == last + 120_001
     out = run.batch([], watermark_ms=last + 120_001)
     assert out.blob is None and out.snapshot is None
     assert sorted((r["status"], r["kind"], tuple(r["queue"] or ())) for r in out.changes) == [

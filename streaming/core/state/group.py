@@ -237,6 +237,15 @@ def _expire(state: GroupState, entries: list[tuple[MemberKey, str | None]]) -> C
     return Change(members_gone, None, True) if members_gone else Change(False, frozenset(), True)
 
 
+def next_deadline(state: GroupState) -> int:
+    """The next event time at which something expires: a member, a broker's entry for one, or,
+    with no member left, the group itself (no event for a session timeout)."""
+    if not state.members:
+        return _deadline(state, state.clock)
+    return min(_deadline(state, seen) for member in state.members.values()
+               for seen in (member.last_seen, *member.brokers.values()))
+
+
 def forget_tombstones(state: GroupState, before: int) -> None:
     """Tombstones only guard against late heartbeats; after a session timeout they are moot."""
     for key, ts in list(state.tombstones.items()):
