@@ -95,6 +95,10 @@ def run_batch(path: str) -> int:
             except (CaseError, ValueError, KeyError, TypeError) as error:
                 failures += 1
                 print(f"allocate: line {number}: {_describe(error)}", file=sys.stderr)
+            except Exception as error:  # noqa: BLE001 - one bad line must not end the batch
+                failures += 1
+                print(f"allocate: line {number}: cannot run this case "
+                      f"({type(error).__name__}: {error})", file=sys.stderr)
     finally:
         if handle is not sys.stdin:
             handle.close()
@@ -155,8 +159,8 @@ def _queue_of(item) -> Queue:
 
 def _rocketmq_fields(case: dict) -> dict:
     clients = case["clients"]
-    if not isinstance(clients, list):
-        raise CaseError("'clients' must be a list")
+    if not isinstance(clients, list) or not isinstance(case["queues"], list):
+        raise CaseError("'clients' and 'queues' must be lists")
     queues = [_queue_of(item) for item in case["queues"]]
     expected = case.get("results")
     if expected is not None and not isinstance(expected, dict):
@@ -181,15 +185,24 @@ def _kafka_assignment(case: dict) -> dict:
         from streaming.core.allocation import kafka
     except ImportError as error:  # the Kafka assignors are a separate subpackage
         raise CaseError(f"Kafka assignors unavailable: {error}") from None
+    if not isinstance(case["partitions_per_topic"], dict):
+        raise CaseError("'partitions_per_topic' must be an object of topic -> partition count")
+    if not isinstance(case["members"], list):
+        raise CaseError("'members' must be a list")
     members = []
     for item in case["members"]:
         if not isinstance(item, dict):
             raise CaseError(f"a member must be an object: {item!r}")
+        topics, owned = item.get("topics") or [], item.get("owned") or []
+        if not isinstance(topics, list) or not isinstance(owned, list) or not all(
+                isinstance(tp, list) and len(tp) == 2 for tp in owned):
+            raise CaseError(f"member {item.get('member_id')!r}: topics must be a list, owned a "
+                            "list of [topic, partition]")
         members.append(kafka.KafkaMember(
             member_id=item["member_id"],
             group_instance_id=item.get("group_instance_id"),
-            topics=tuple(item.get("topics") or ()),
-            owned=tuple(tuple(tp) for tp in item.get("owned") or ()),
+            topics=tuple(topics),
+            owned=tuple(tuple(tp) for tp in owned),
             generation=item.get("generation", -1),
         ))
     assignment = kafka.assign(case["assignor"], case["partitions_per_topic"], members)

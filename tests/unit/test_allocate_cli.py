@@ -74,7 +74,9 @@ def test_bad_lines_are_reported_on_stderr_and_the_good_ones_still_run():
     good = '{"strategy":"AVG","queues":[],"clients":["a"]}'
     bad = ["not json", '{"strategy":"NOPE","queues":[],"clients":[]}', "[1]",
            '{"strategy":"AVG","queues":[{"topic":"T","broker":"b","queue_id":"x"}],'
-           '"clients":["a"]}', '{"strategy":"AVG","clients":["a"]}']
+           '"clients":["a"]}', '{"strategy":"AVG","clients":["a"]}',
+           '{"strategy":"AVG","queues":5,"clients":[]}',
+           '{"assignor":"range","partitions_per_topic":[],"members":[]}']
     done = _run_batch("\n".join([good, *bad]) + "\n")
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
@@ -89,6 +91,8 @@ def test_bad_lines_are_reported_on_stderr_and_the_good_ones_still_run():
         "allocate: line 5: a queue needs str topic, str broker and a 32-bit int queue id,"
         " got ('T', 'b', 'x')",
         "allocate: line 6: missing field 'queues'",
+        "allocate: line 7: 'clients' and 'queues' must be lists",
+        "allocate: line 8: 'partitions_per_topic' must be an object of topic -> partition count",
     ]
 
 
