@@ -169,6 +169,11 @@ def _broker_divergence(state: GroupState) -> list[Finding]:
     for key, member in state.members.items():
         for broker in member.brokers:
             lists.setdefault(broker, set()).add(key)
+    if state.system == "rocketmq" and state.routes:
+        # A client asks a broker of the topic's route for cidAll: a broker in no route (crashed,
+        # or serving none of the group's topics) cannot mislead anyone.
+        serving = {broker for _, queues in state.routes.values() for broker, _ in queues}
+        lists = {broker: held for broker, held in lists.items() if broker in serving}
     if len(lists) < 2 or len({frozenset(s) for s in lists.values()}) < 2:
         return []
     union = set().union(*lists.values())

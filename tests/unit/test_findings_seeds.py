@@ -140,12 +140,15 @@ def test_broadcasting_group_has_no_conflicts():
 
 def test_broker_view_divergence_from_the_heartbeats_each_broker_received():
     run = Run()
-    run.batch([route("T", brokers={"broker-a": 2}),
+    run.batch([route("T", brokers={"broker-a": 1, B: 1}),
                hb("c1", ["T"], broker="broker-a"), hb("c1", ["T"], broker=B),
                hb("c2", ["T"], broker="broker-a")])
     assert kinds(run) == {"broker_view_divergent": [((B,), ("c2",))]}
     assert run.snapshot["broker_view_divergent"] == 1
     run.batch([hb("c2", ["T"], ts=T0 + 5, broker=B)])
+    assert kinds(run) == {}
+    # broker-c is in no route (crashed): what it last heard misleads nobody.
+    run.batch([hb("c1", ["T"], ts=T0 + 6, broker="broker-c")])
     assert kinds(run) == {}
 
 
