@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=30,
                         help="group-level runs (the best is kept: the machine is shared)")
-    parser.add_argument("--naive-repeat", type=int, default=3,
+    parser.add_argument("--naive-repeat", type=int, default=5,
                         help="naive-loop runs when it is not sampled (the best is kept)")
     parser.add_argument("--max-naive-seconds", type=float, default=120.0,
                         help="above this projected time the naive loop is sampled")
