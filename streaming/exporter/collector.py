@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -82,6 +83,7 @@ class SnapshotStore:
         self._lock = threading.Lock()
         self._groups: dict[tuple[str, str], dict] = {}
         self._health = JobHealth()
+        self._recent_findings: deque[dict] = deque(maxlen=200)
 
     def replace_group(self, snapshot: Mapping) -> None:
         key = (snapshot.get("system", "rocketmq"), snapshot["group"])
@@ -95,6 +97,15 @@ class SnapshotStore:
     def update_health(self, health: JobHealth) -> None:
         with self._lock:
             self._health = health
+
+    def record_finding(self, change: Mapping) -> None:
+        """Keep the latest finding records (started / ended) for live views such as the demo."""
+        with self._lock:
+            self._recent_findings.append(dict(change))
+
+    def recent_findings(self, limit: int = 20) -> list[dict]:
+        with self._lock:
+            return list(self._recent_findings)[-limit:]
 
     def groups(self) -> list[dict]:
         with self._lock:

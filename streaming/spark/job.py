@@ -1,0 +1,167 @@
+"""rebalance-monitor streaming job: Kafka events -> per-group state -> Prometheus and findings.
+
+Usage:
+    rebalance-monitor run --bootstrap-servers HOST:9092 --topic rebalance.events \\
+        --checkpoint /data/checkpoint [--source auto|kafka|embedded] [--metrics-port 9108]
+
+    spark-submit --master spark://HOST:7077 --py-files rebalance_monitor.zip \\
+        streaming/spark/job.py run --bootstrap-servers ... (the same arguments)
+
+One source, one stateful transformation, one foreachBatch sink:
+    read_event_stream -> route_events -> groupBy(state_key).applyInPandasWithState -> BatchSink
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+
+from prometheus_client import CollectorRegistry
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.state import GroupStateTimeout
+
+from streaming.core.step import snapshot_of
+from streaming.exporter import (
+    ClientSeriesPolicy,
+    MetricsServer,
+    MetricsServerConfig,
+    RebalanceCollector,
+    SnapshotStore,
+)
+from streaming.spark.config import JobConfig, config_from_args
+from streaming.spark.config import add_arguments as add_config_arguments
+from streaming.spark.parse import route_events
+from streaming.spark.sinks import BatchSink, counters_path
+from streaming.spark.source import SourceConfig, read_event_stream
+from streaming.spark.state_function import OUTPUT_SCHEMA, STATE_SCHEMA, make_state_function
+
+log = logging.getLogger("rebalance_monitor.job")
+
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def build_session(config: JobConfig, master: str | None = None) -> SparkSession:
+    # Local runs: Python workers must use this interpreter (the one with our dependencies).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName("rebalance-monitor")
+    if master:
+        builder = builder.master(master)
+    elif not os.environ.get("SPARK_HOME") and "spark.master" not in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
+        builder = builder.master("local[*]")
+    builder = builder.config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
+    if config.state_store == "rocksdb":
+        builder = builder.config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
+    return builder.getOrCreate()
+
+
+def source_config(config: JobConfig) -> SourceConfig:
+    return SourceConfig(
+        bootstrap_servers=config.bootstrap_servers, topic=config.topic, source=config.source,
+        starting_offsets=config.starting_offsets,
+        max_offsets_per_trigger=config.max_offsets_per_trigger,
+        fail_on_data_loss=config.fail_on_data_loss, kafka_options=config.kafka_options,
+    )
+
+
+def restore_snapshots(spark: SparkSession, checkpoint: str, store: SnapshotStore) -> int:
+    """Fill /metrics from the state store of the last committed batch, before any new event."""
+    if not os.path.isdir(os.path.join(checkpoint.removeprefix("file:"), "state")):
+        return 0
+    restored = 0
+    for row in spark.read.format("statestore").load(checkpoint).collect():
+        blob = row["value"]["groupState"]["blob"]
+        if blob is not None:
+            store.replace_group(snapshot_of(bytes(blob)))
+            restored += 1
+    return restored
+
+
+def start_query(spark: SparkSession, config: JobConfig, sink: BatchSink) -> StreamingQuery:
+    records = read_event_stream(spark, source_config(config))
+    routed = route_events(records, config.max_event_bytes).withWatermark(
+        "event_time", config.watermark_delay)
+    outputs = routed.groupBy("state_key").applyInPandasWithState(
+        make_state_function(config.step_config(), config.max_event_bytes), OUTPUT_SCHEMA, STATE_SCHEMA, "update",
+        GroupStateTimeout.EventTimeTimeout)
+    return (outputs.writeStream.queryName("rebalance_monitor")
+            .option("checkpointLocation", config.checkpoint)
+            .outputMode("update")
+            .trigger(processingTime=config.trigger_interval)
+            .foreachBatch(sink)
+            .start())
+
+
+def make_producer(config: JobConfig):
+    from confluent_kafka import Producer
+
+    return Producer({**config.producer_options(), "linger.ms": 20})
+
+
+class Monitor:
+    """The running job: configure, start (metrics first, then the query), stop in reverse."""
+
+    def __init__(self, config: JobConfig, spark: SparkSession) -> None:
+        self.config = config
+        self.spark = spark
+        self.store = SnapshotStore()
+        self.registry = CollectorRegistry()
+        self.registry.register(RebalanceCollector(
+            self.store, ClientSeriesPolicy(config.client_metrics, config.max_client_series)))
+        self.metrics = MetricsServer(MetricsServerConfig(config.metrics_host, config.metrics_port),
+                                     self.registry)
+        self.query: StreamingQuery | None = None
+
+    def start(self) -> None:
+        restored = restore_snapshots(self.spark, self.config.checkpoint, self.store)
+        sink = BatchSink(self.store, counters_path(self.config.checkpoint), make_producer(self.config),
+                         self.config.findings_topic, self.config.dead_letter_topic)
+        self.metrics.start()
+        log.info("metrics on %s:%s, %d groups restored from the checkpoint",
+                 self.config.metrics_host, self.metrics.port, restored)
+        self.query = start_query(self.spark, self.config, sink)
+
+    def stop(self) -> None:
+        if self.query is not None:
+            self.query.stop()
+        self.metrics.stop()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_config_arguments(parser)
+    parser.add_argument("--master", default=os.environ.get("REBALANCE_MONITOR_MASTER"),
+                        help="Spark master (default: spark-submit's, else local[*])")
+
+
+def main(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config = config_from_args(args)
+    spark = build_session(config, args.master)
+    spark.sparkContext.setLogLevel("WARN")
+    monitor = Monitor(config, spark)
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    monitor.start()
+    try:
+        while not stopping.is_set() and monitor.query.isActive:
+            stopping.wait(1.0)
+        if monitor.query.exception():
+            raise monitor.query.exception()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        monitor.stop()
+    return 0
+
+
+if __name__ == "__main__":  # spark-submit streaming/spark/job.py run ...
+    argv = sys.argv[1:]
+    if argv and argv[0] == "run":
+        argv = argv[1:]
+    parser = argparse.ArgumentParser(prog="rebalance-monitor run")
+    add_arguments(parser)
+    sys.exit(main(parser.parse_args(argv)))

@@ -1,0 +1,61 @@
+"""Routing of raw Kafka records to the per-group state, in the JVM (no Python UDF on the hot path).
+
+Only the envelope is read here, with an explicit schema: the fields that decide which group's
+state a record belongs to and its event time. The full contract is checked by the core
+(`streaming.core.state.events.parse_event`) inside the state function, so one validator decides
+what is valid. Records that cannot be routed (not JSON, no group, oversized) go to one reserved
+key; the state function turns them into dead letters with a reason.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+# No real group can be named this: the contract rejects control characters in names.
+UNROUTABLE_KEY = "\u0000unroutable"
+
+ENVELOPE_SCHEMA = T.StructType([
+    T.StructField("type", T.StringType()),
+    T.StructField("ts", T.StringType()),     # epoch ms or ISO-8601; numbers arrive as their text
+    T.StructField("group", T.StringType()),
+    T.StructField("groups", T.ArrayType(T.StringType())),
+])
+
+# Event times outside this window of the record's own Kafka timestamp do not move the watermark:
+# one absurd timestamp must not expire every group at once. The core still judges the event.
+WATERMARK_TRUST_WINDOW_MS = 24 * 3600 * 1000
+
+
+def route_events(records: DataFrame, max_event_bytes: int) -> DataFrame:
+    """key/value/topic/partition/offset/timestamp -> state_key, event_time, offset, value."""
+    envelope = F.from_json(F.col("value").cast("string"), ENVELOPE_SCHEMA)
+    enriched = records.select(
+        F.col("value"), F.col("offset"), F.col("timestamp").alias("kafka_ts"),
+        envelope.alias("env"),
+    )
+    routable = (
+        F.col("env").isNotNull()
+        & (F.length("value") <= max_event_bytes)
+        & (F.col("env.group").isNotNull() | (F.size(F.col("env.groups")) > 0))
+    )
+    targets = F.when(~routable, F.array(F.lit(UNROUTABLE_KEY))).when(
+        F.col("env.groups").isNotNull() & (F.size(F.col("env.groups")) > 0), F.col("env.groups")
+    ).otherwise(F.array(F.col("env.group")))
+    return enriched.select(
+        F.explode(F.array_distinct(targets)).alias("state_key"),
+        _watermark_time(F.col("env.ts"), F.col("kafka_ts")).alias("event_time"),
+        F.col("offset"),
+        F.col("value"),
+    ).select(F.coalesce(F.col("state_key"), F.lit(UNROUTABLE_KEY)).alias("state_key"),
+             "event_time", "offset", "value")
+
+
+def _watermark_time(ts: Column, kafka_ts: Column) -> Column:
+    as_millis = F.when(ts.rlike(r"^-?\d{1,16}$"), F.timestamp_millis(ts.cast("long")))
+    as_iso = F.try_to_timestamp(ts)
+    event_time = F.coalesce(as_millis, as_iso)
+    drift_ms = F.abs(F.unix_millis(event_time) - F.unix_millis(kafka_ts))
+    # Spark takes the max of non-null values for the watermark; null means "don't trust it".
+    return F.when(drift_ms <= WATERMARK_TRUST_WINDOW_MS, event_time)

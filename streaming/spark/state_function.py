@@ -1,0 +1,110 @@
+"""The applyInPandasWithState wrapper: a few lines around the pure `streaming.core.step.step`.
+
+Per group and micro-batch it decodes the events, runs one step, and emits rows for the driver:
+a snapshot (or "removed"), the findings that started or ended, dead letters, and counts. The
+state is one binary blob owned by the core (Spark's Python state crashes on array/map fields).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator
+
+import pandas as pd
+
+from streaming.core.state.events import Invalid, parse_event
+from streaming.core.step import StepConfig, StepOutput, step
+from streaming.spark.parse import UNROUTABLE_KEY
+
+STATE_SCHEMA = "blob binary"
+OUTPUT_SCHEMA = "state_key string, kind string, reason string, payload binary"
+
+SNAPSHOT, REMOVED, FINDING, DEAD_LETTER, COUNTS = "snapshot", "removed", "finding", "dead_letter", "counts"
+
+
+def make_state_function(config: StepConfig, max_event_bytes: int = 1 << 20):
+    def apply_group(key, batches: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
+        state_key = key[0]
+        if state.hasTimedOut:
+            output = step(state.get[0], [], watermark_ms=_watermark(state), config=config)
+            yield _frame(state_key, _step_rows(state_key, output))
+            _store(state, output, config)
+            return
+        events, dead, counts = _decode(state_key, batches, max_event_bytes)
+        rows = [_dead_letter_row(state_key, raw, reason) for raw, reason in dead]
+        if state_key != UNROUTABLE_KEY and events:
+            blob = state.get[0] if state.exists else None
+            output = step(blob, events, watermark_ms=_watermark(state), config=config)
+            rows.extend(_step_rows(state_key, output))
+            _store(state, output, config)
+        rows.append((state_key, COUNTS, None, json.dumps(counts).encode()))
+        yield _frame(state_key, rows)
+
+    return apply_group
+
+
+def _decode(state_key: str, batches: Iterator[pd.DataFrame], max_event_bytes: int):
+    """Raw values -> (event, offset) for this key, dead letters with a reason, and counts."""
+    events, dead = [], []
+    valid, invalid = Counter(), Counter()
+    for frame in batches:
+        for value, offset in zip(frame["value"], frame["offset"], strict=True):
+            raw = bytes(value) if value is not None else b""
+            parsed = parse_event(raw) if len(raw) <= max_event_bytes else Invalid("oversized", "")
+            if isinstance(parsed, Invalid):
+                dead.append((raw, parsed.reason))
+                invalid[parsed.reason] += 1
+                continue
+            if state_key == UNROUTABLE_KEY:
+                # Valid to Python's json but not to Spark's envelope parser (e.g. NaN): keep it.
+                dead.append((raw, "unroutable"))
+                invalid["unroutable"] += 1
+                continue
+            # A route naming several groups was fanned out by the router: keep this key's copy.
+            for event in parsed:
+                if event.group == state_key:
+                    events.append((event, int(offset)))
+                    valid[event.type] += 1
+    return events, dead, {"events": dict(valid), "invalid": dict(invalid)}
+
+
+def _step_rows(state_key: str, output: StepOutput) -> list[tuple]:
+    rows = [(state_key, FINDING, None, json.dumps(change).encode()) for change in output.changes]
+    if output.snapshot is not None:
+        rows.append((state_key, SNAPSHOT, None, json.dumps(output.snapshot).encode()))
+    elif output.blob is None:
+        rows.append((state_key, REMOVED, None, b"{}"))
+    return rows
+
+
+def _dead_letter_row(state_key: str, raw: bytes, reason: str) -> tuple:
+    return (state_key, DEAD_LETTER, reason, raw)
+
+
+def _store(state, output: StepOutput, config: StepConfig) -> None:
+    if output.blob is None:
+        if state.exists:
+            state.remove()
+        return
+    state.update((output.blob,))
+    state.setTimeoutTimestamp(_next_timeout_ms(state, output, config))
+
+
+def _next_timeout_ms(state, output: StepOutput, config: StepConfig) -> int:
+    # Wake the group when the watermark passes its next member expiry, so a group that goes
+    # quiet still expires (and its series disappear) in event time.
+    snapshot = output.snapshot or {}
+    deadline = snapshot.get("next_expiry_ms")
+    if deadline is None:
+        deadline = int(snapshot.get("event_time_ms") or 0) + config.session_timeout_ms
+    return max(int(deadline), (_watermark(state) or 0) + 1)
+
+
+def _watermark(state) -> int | None:
+    watermark = state.getCurrentWatermarkMs()
+    return watermark if watermark and watermark > 0 else None
+
+
+def _frame(state_key: str, rows: list[tuple]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["state_key", "kind", "reason", "payload"])

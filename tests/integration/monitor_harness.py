@@ -1,0 +1,108 @@
+"""Runs the real streaming job in-process against a real broker, and reads its real /metrics.
+
+    with RunningMonitor(spark, bootstrap, topic, tmp_path) as monitor:
+        produce_events(bootstrap, topic, events)
+        monitor.wait_for(lambda m: m.value("rebalance_group_members", group="g") == 4)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
+from pathlib import Path
+
+from confluent_kafka import Producer
+from prometheus_client.parser import text_string_to_metric_families
+
+from streaming.spark.config import JobConfig
+from streaming.spark.job import Monitor
+
+
+def produce_events(bootstrap: str, topic: str, events: Iterable[Mapping | bytes]) -> int:
+    """Produce JSON events keyed by group, with the Kafka timestamp = the event's ts."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    count = 0
+    for event in events:
+        if isinstance(event, bytes | bytearray):
+            producer.produce(topic, value=bytes(event))
+        else:
+            kwargs = {"timestamp": event["ts"]} if isinstance(event.get("ts"), int) else {}
+            key = event.get("group")
+            producer.produce(topic, key=key.encode() if isinstance(key, str) else None,
+                             value=json.dumps(event).encode(), **kwargs)
+        count += 1
+    producer.flush(30)
+    return count
+
+
+class Scrape:
+    """One /metrics scrape, queried by name and labels."""
+
+    def __init__(self, text: str) -> None:
+        self.samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
+
+    def value(self, name: str, **labels: str) -> float | None:
+        for sample in self.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return sample.value
+        return None
+
+    def series(self, name: str, **labels: str) -> dict[tuple, float]:
+        return {tuple(sorted(s.labels.items())): s.value for s in self.samples
+                if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())}
+
+    def groups(self) -> set[str]:
+        return {s.labels["group"] for s in self.samples if s.name == "rebalance_group_members"}
+
+
+class RunningMonitor:
+    def __init__(self, spark, bootstrap: str, topic: str, workdir: Path, **overrides) -> None:
+        config = JobConfig(bootstrap_servers=bootstrap, topic=topic, source="embedded",
+                           checkpoint=str(workdir / "checkpoint"), metrics_host="127.0.0.1",
+                           metrics_port=0, trigger_interval="500 milliseconds",
+                           findings_topic=topic + ".findings", dead_letter_topic=topic + ".dlq",
+                           shuffle_partitions=2)
+        self.config = replace(config, **overrides)
+        self.monitor = Monitor(self.config, spark)
+
+    def __enter__(self) -> RunningMonitor:
+        self.monitor.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.monitor.stop()
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.monitor.metrics.port}/metrics"
+
+    def scrape(self) -> Scrape:
+        with urllib.request.urlopen(self.metrics_url, timeout=5) as response:
+            return Scrape(response.read().decode())
+
+    def wait_for(self, predicate: Callable[[Scrape], bool], timeout: float = 90.0) -> Scrape:
+        """Poll /metrics until predicate holds; fail with the last scrape and query state."""
+        deadline = time.monotonic() + timeout
+        scrape = self.scrape()
+        while not predicate(scrape):
+            query = self.monitor.query
+            if query is not None and query.exception() is not None:
+                raise AssertionError(f"streaming query failed: {query.exception()}")
+            if time.monotonic() > deadline:
+                raise AssertionError("timed out; last scrape:\n" + "\n".join(
+                    f"{s.name}{s.labels} {s.value}" for s in scrape.samples
+                    if s.name.startswith("rebalance_")))
+            time.sleep(0.2)
+            scrape = self.scrape()
+        return scrape
+
+    def wait_until_caught_up(self, timeout: float = 90.0) -> None:
+        """Wait until the query has processed everything in the topic."""
+        query = self.monitor.query
+        deadline = time.monotonic() + timeout
+        query.processAllAvailable()
+        if time.monotonic() > deadline:
+            raise AssertionError("query did not catch up")
