@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
 
 from streaming.core import findings as fnd
 from streaming.core.state.codec import Stored, decode, encode, render_state
@@ -174,18 +175,20 @@ def _nonempty(claims) -> dict:
 
 def _moves(before, after) -> int:
     """Queues that went to a member that did not hold them, from a member that did."""
-    gained: dict[str, set] = {}
+    gained: list[tuple] = []
     for key, by_topic in after.items():
         old = before.get(key, {})
         for topic, queues in by_topic.items():
             had = old.get(topic, ())
             if queues != had:
-                gained.setdefault(topic, set()).update((key, q) for q in set(queues) - set(had))
-    moved = 0
-    for topic, pairs in gained.items():
-        held_before: dict = {}
-        for key, by_topic in before.items():
-            for queue in by_topic.get(topic, ()):
-                held_before.setdefault(queue, []).append(key)
-        moved += sum(1 for key, queue in pairs if held_before.get(queue))
-    return moved
+                had_set = set(had)
+                gained += [(topic, q) for q in queues if q not in had_set]
+    if not gained:
+        return 0
+    topics = {topic for topic, _ in gained}
+    held = set()
+    for by_topic in before.values():
+        for topic, queues in by_topic.items():
+            if topic in topics:
+                held.update(zip(repeat(topic), queues))
+    return sum(1 for pair in gained if pair in held)

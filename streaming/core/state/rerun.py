@@ -116,8 +116,9 @@ def _allocate(strategy: str, params: dict, topic: str, queues: tuple[Queue2, ...
                                 for_clients=sorted({m.client_id for m in members}))
     except InvalidAllocationInput:
         return {}
+    # Shares keep Java's order (deterministic); only CONFIG can name another topic's queues.
     return {cid: None if share is None else
-            tuple(sorted((q[1], q[2]) for q in share if q[0] == topic))
+            tuple((q[1], q[2]) for q in share if q[0] == topic)
             for cid, share in result.results.items()}
 
 
