@@ -115,10 +115,12 @@ class Monitor:
         self.metrics = MetricsServer(MetricsServerConfig(config.metrics_host, config.metrics_port),
                                      self.registry)
         self.query: StreamingQuery | None = None
+        self._producer = None
 
     def start(self) -> None:
         restored = restore_snapshots(self.spark, self.config.checkpoint, self.store)
-        sink = BatchSink(self.store, counters_path(self.config.checkpoint), make_producer(self.config),
+        self._producer = make_producer(self.config)
+        sink = BatchSink(self.store, counters_path(self.config.checkpoint), self._producer,
                          self.config.findings_topic, self.config.dead_letter_topic)
         self.metrics.start()
         log.info("metrics on %s:%s, %d groups restored from the checkpoint",
@@ -128,6 +130,9 @@ class Monitor:
     def stop(self) -> None:
         if self.query is not None:
             self.query.stop()
+        if self._producer is not None:
+            self._producer.flush(10)
+            self._producer = None  # librdkafka closes the client when the last reference goes
         self.metrics.stop()
 
 
