@@ -14,6 +14,7 @@ from producers.simulator.clock import DEFAULT_EPOCH_MS, FastClock, RealtimeClock
 from producers.simulator.scenarios import SCENARIOS, Steady
 from producers.simulator.truth import ExpectedFinding
 from streaming.core.state.events import Event, parse_event
+from tests.unit.finding_intervals import expected_intervals, intervals_of
 
 pytestmark = pytest.mark.unit
 
@@ -237,8 +238,7 @@ def _monitor_findings(events) -> set[tuple]:
     from streaming.core.step import step
 
     blobs: dict[str, bytes | None] = {}
-    open_: dict[tuple, int] = {}
-    closed: set[tuple] = set()
+    changes: list[dict] = []
     offset = 0
     for _, batch in groupby(events, key=lambda e: e["ts"]):
         per_group: dict[str, list] = {}
@@ -249,37 +249,21 @@ def _monitor_findings(events) -> set[tuple]:
         for group, group_events in per_group.items():
             out = step(blobs.get(group), group_events)
             blobs[group] = out.blob
-            for r in out.changes:
-                identity = (r["kind"], r["group"], r["topic"],
-                            None if r["queue"] is None else tuple(r["queue"]),
-                            tuple(r["clients"]), tuple(r.get("brokers", ())))
-                if r["status"] == "started":
-                    open_[identity] = r["since"]
-                else:
-                    open_.pop(identity, None)
-                    closed.add((identity, r["since"], r["at"]))
-    return closed | {(identity, since, None) for identity, since in open_.items()}
+            changes.extend(out.changes)
+    return intervals_of(changes)
 
 
 def _expected(scenario) -> set[tuple]:
-    return {((f.kind, f.group, f.topic, f.queue, f.clients, f.brokers), f.begins_ms, f.ends_ms)
-            for f in scenario.ground_truth()}
+    return expected_intervals(scenario.ground_truth())
 
 
 @pytest.mark.parametrize("name", sorted(set(SCENARIOS) - {"steady"}))
 @pytest.mark.parametrize("with_view", [True, False])
 def test_core_monitor_rediscovers_the_ground_truth(name, with_view):
     scenario = SCENARIOS[name](seed=1, with_view=with_view)
-    got = _monitor_findings(list(scenario.run()))
-    if name == "broker-crash":  # known gap, pinned by the xfail below
-        got = {f for f in got if f[0][0] != "broker_view_divergent"}
-    assert got == _expected(scenario)
+    assert _monitor_findings(list(scenario.run())) == _expected(scenario)
 
 
-@pytest.mark.xfail(strict=True, reason="the core keeps a crashed broker's member list until each "
-                   "member's per-broker expiry (161-191 s), so it reports a broker view "
-                   "divergence the fleet never had; brokers absent from every route should not "
-                   "count")
 def test_core_monitor_ignores_a_crashed_brokers_member_list():
     scenario = SCENARIOS["broker-crash"](seed=1, with_view=True)
     assert _monitor_findings(list(scenario.run())) == _expected(scenario)
