@@ -53,7 +53,8 @@ def build_session(config: JobConfig, master: str | None = None) -> SparkSession:
         builder = builder.master(master)
     elif not os.environ.get("SPARK_HOME") and "spark.master" not in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
         builder = builder.master("local[*]")
-    builder = builder.config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
+    builder = (builder.config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
+               .config("spark.ui.showConsoleProgress", "false"))
     if config.state_store == "rocksdb":
         builder = builder.config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
     return builder.getOrCreate()

@@ -1,0 +1,174 @@
+"""`rebalance-monitor demo`: the whole monitor on one machine, in one command.
+
+Starts the embedded broker (or uses --bootstrap-servers), a simulated RocketMQ fleet playing
+named scenarios in real time, the streaming job (local Spark) and its /metrics endpoint, and
+shows a live table of groups and findings until Ctrl-C or --duration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+
+DEFAULT_SCENARIOS = "client-id-collision,multi-topic-skew,broker-crash,lost-notification"
+CONFLICT_SCENARIOS = {"broker-crash", "lost-notification", "network-partition", "strategy-change",
+                      "client-id-collision", "subscription-mismatch"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--duration", type=float, default=None,
+                        help="stop after this many seconds (default: run until Ctrl-C)")
+    parser.add_argument("--scenarios", default=DEFAULT_SCENARIOS,
+                        help="comma-separated simulator scenarios, played in parallel, repeated")
+    parser.add_argument("--speed", type=float, default=2.0,
+                        help="simulated seconds per wall second")
+    parser.add_argument("--bootstrap-servers", default=None,
+                        help="use this Kafka instead of starting the embedded broker")
+    parser.add_argument("--topic", default="rebalance.events")
+    parser.add_argument("--metrics-host", default="127.0.0.1")
+    parser.add_argument("--metrics-port", type=int, default=9108)
+    parser.add_argument("--refresh", type=float, default=2.0, help="table refresh, seconds")
+
+
+def main(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.WARNING)
+    from streaming.embedded_broker import EmbeddedBroker
+
+    workdir = tempfile.mkdtemp(prefix="rebalance-monitor-demo-")
+    broker = None if args.bootstrap_servers else EmbeddedBroker(port=0)
+    stop = threading.Event()
+    monitor = fleet = None
+    try:
+        if broker is not None:
+            broker.start()
+        bootstrap = args.bootstrap_servers or broker.bootstrap_servers
+        _create_topics(bootstrap, args.topic)
+        monitor = _start_monitor(bootstrap, args, workdir)
+        fleet = _start_fleet(bootstrap, args, stop)
+        print(f"demo: broker {bootstrap}, metrics http://{args.metrics_host}:{monitor.metrics.port}"
+              f"/metrics, scenarios {args.scenarios} at {args.speed}x. Ctrl-C stops.", flush=True)
+        _show_until_done(monitor, args, stop)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop.set()
+        if fleet is not None:
+            fleet.join(timeout=10)
+        if monitor is not None:
+            monitor.stop()
+            monitor.spark.stop()
+        if broker is not None:
+            broker.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    print("demo: stopped", flush=True)
+    return 0
+
+
+def _create_topics(bootstrap: str, topic: str) -> None:
+    from streaming.embedded_broker import create_topic
+
+    create_topic(bootstrap, topic, partitions=4)
+    create_topic(bootstrap, "rebalance.findings", partitions=1)
+    create_topic(bootstrap, "rebalance.events.dlq", partitions=1)
+
+
+def _start_monitor(bootstrap: str, args: argparse.Namespace, workdir: str):
+    from streaming.spark.config import JobConfig
+    from streaming.spark.job import Monitor, build_session
+
+    config = JobConfig(bootstrap_servers=bootstrap, topic=args.topic, source="embedded",
+                       checkpoint=os.path.join(workdir, "checkpoint"),
+                       metrics_host=args.metrics_host, metrics_port=args.metrics_port,
+                       trigger_interval="1 second", shuffle_partitions=2)
+    spark = build_session(config, master="local[2]")
+    spark.sparkContext.setLogLevel("ERROR")
+    monitor = Monitor(config, spark)
+    monitor.start()
+    return monitor
+
+
+def _start_fleet(bootstrap: str, args: argparse.Namespace, stop: threading.Event) -> threading.Thread:
+    names = [n.strip() for n in args.scenarios.split(",") if n.strip()]
+    thread = threading.Thread(target=_play_fleet, args=(bootstrap, args, names, stop),
+                              name="demo-fleet", daemon=True)
+    thread.start()
+    return thread
+
+
+def _play_fleet(bootstrap: str, args, names: list[str], stop: threading.Event) -> None:
+    """Play every scenario in its own thread, each repeated back to back in event time."""
+    threads = [threading.Thread(target=_play_scenario, args=(bootstrap, args, n, stop), daemon=True)
+               for n in names]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def _play_scenario(bootstrap: str, args, name: str, stop: threading.Event) -> None:
+    from confluent_kafka import Producer
+
+    from producers.simulator.clock import RealtimeClock
+    from producers.simulator.scenarios import SCENARIOS
+
+    class StoppableClock(RealtimeClock):
+        def wait_until(self, sim_ms: int) -> None:
+            stop.wait(max(0.0, self._wall_start + sim_ms / 1000.0 / self.speed - time.monotonic()))
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    epoch = int(time.time() * 1000)
+    while not stop.is_set():
+        scenario = SCENARIOS[name](seed=1, with_view=name in CONFLICT_SCENARIOS)
+        # Each repetition continues the scenario's event time, so its groups never go back in time.
+        for key, value in scenario.run_encoded(StoppableClock(args.speed, epoch_ms=epoch)):
+            if stop.is_set():
+                break
+            producer.produce(args.topic, value, key)
+            producer.poll(0)
+        epoch += scenario.duration_ms + 60_000
+    producer.flush(10)
+
+
+def _show_until_done(monitor, args: argparse.Namespace, stop: threading.Event) -> None:
+    deadline = None if args.duration is None else time.monotonic() + args.duration
+    interactive = sys.stdout.isatty()
+    while deadline is None or time.monotonic() < deadline:
+        query = monitor.query
+        if query.exception() is not None:
+            raise RuntimeError(f"streaming query failed: {query.exception()}")
+        text = render_table(monitor.store.groups(), monitor.store.recent_findings(10))
+        print(("\033[2J\033[H" if interactive else "") + text, flush=True)
+        stop.wait(args.refresh)
+
+
+def render_table(groups: list[dict], findings: list[dict]) -> str:
+    """The live view: one line per group, then the latest findings that started or ended."""
+    header = f"{'group':<22} {'sys':<8} {'members':>7} {'queues':>6} {'double':>6} {'orphan':>6} " \
+             f"{'skew':>5} {'idle':>4} {'rebal':>5}  flags"
+    lines = [time.strftime("%H:%M:%S") + "  rebalance-monitor demo", "", header, "-" * len(header)]
+    for snap in groups:
+        flags = [name for key, name in (("subscription_inconsistent", "SUBSCRIPTION"),
+                                        ("strategy_inconsistent", "STRATEGY"),
+                                        ("client_id_collisions", "CLIENT-ID"),
+                                        ("view_divergent_clients", "STALE-VIEW"),
+                                        ("broker_view_divergent", "BROKER-VIEW"))
+                 if snap.get(key)]
+        lines.append(
+            f"{snap['group'][:22]:<22} {snap.get('system', ''):<8} {snap.get('members', 0):>7} "
+            f"{sum((snap.get('queues') or {}).values()):>6} "
+            f"{sum((snap.get('double_assigned') or {}).values()):>6} "
+            f"{sum((snap.get('orphaned') or {}).values()):>6} {snap.get('skew_ratio', 1.0):>5.2f} "
+            f"{snap.get('idle_clients', 0):>4} {snap.get('rebalances_total', 0):>5}  {' '.join(flags)}")
+    lines += ["", "latest findings:"]
+    for record in findings:
+        queue = record.get("queue")
+        where = f"{record.get('topic') or ''} {queue[0]}:{queue[1]}" if queue else ""
+        lines.append(f"  {record['status']:<7} {record['kind']:<22} {record['group']:<18} "
+                     f"{where:<22} {','.join(record.get('clients') or [])}")
+    return "\n".join(lines)
