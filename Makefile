@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup system-deps demo test test-unit lint bench clean
+.PHONY: setup system-deps java demo test test-unit lint bench dist clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,11 +15,13 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 # Java runs Spark; promtool and prometheus run the alert-rule and dashboard tests.
-system-deps:
-	@command -v java >/dev/null || { apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless; }
+java:
+	@command -v java >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; }
+
+system-deps: java
 	@command -v promtool >/dev/null && command -v prometheus >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus prometheus-alertmanager; }
 
-demo: setup
+demo: setup java
 	$(BIN)/rebalance-monitor demo
 
 test: setup system-deps
@@ -29,8 +31,8 @@ test: setup system-deps
 test-unit: setup
 	$(BIN)/pytest -m unit
 
-bench: setup
-	$(BIN)/python -m tests.benchmarks.run
+bench: setup java
+	for b in tests/benchmarks/bench_*.py; do $(BIN)/python -m tests.benchmarks.$$(basename $$b .py) || exit 1; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
