@@ -19,7 +19,7 @@ java:
 	@command -v java >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; }
 
 system-deps: java
-	@command -v promtool >/dev/null && command -v prometheus >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus prometheus-alertmanager; }
+	@command -v promtool >/dev/null && command -v prometheus >/dev/null && command -v amtool >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus prometheus-alertmanager; }
 
 demo: setup java
 	$(BIN)/rebalance-monitor demo
