@@ -227,16 +227,18 @@ class EmbeddedKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
 
 
 def messages_to_batch(messages) -> pa.RecordBatch:
-    timestamps = [message.timestamp() for message in messages]
-    columns = [
-        [message.key() for message in messages],
-        [message.value() for message in messages],
-        [message.topic() for message in messages],
-        [message.partition() for message in messages],
-        [message.offset() for message in messages],
-        [millis * 1000 for _kind, millis in timestamps],
-        [TIMESTAMP_TYPES.get(kind, -1) for kind, _millis in timestamps],
-    ]
+    """One Arrow batch of Spark's kafka columns from messages of one partition."""
+    keys, values, offsets, micros, kinds = [], [], [], [], []
+    for message in messages:
+        keys.append(message.key())
+        values.append(message.value())
+        offsets.append(message.offset())
+        kind, millis = message.timestamp()
+        micros.append(millis * 1000)
+        kinds.append(TIMESTAMP_TYPES.get(kind, -1))
+    first = messages[0]
+    columns = [keys, values, [first.topic()] * len(messages),
+               [first.partition()] * len(messages), offsets, micros, kinds]
     return pa.RecordBatch.from_arrays(
         [pa.array(column, type=field.type) for column, field in zip(columns, ARROW_SCHEMA, strict=True)],
         schema=ARROW_SCHEMA,
