@@ -45,7 +45,10 @@ def _kafka_broker():
         yield "env", explicit
         return
     if _docker_answers():
-        from testcontainers.kafka import KafkaContainer
+        try:
+            from testcontainers.community.kafka import KafkaContainer
+        except ImportError:  # testcontainers < 4.10
+            from testcontainers.kafka import KafkaContainer
 
         with KafkaContainer() as container:
             bootstrap = container.get_bootstrap_server()

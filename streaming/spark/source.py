@@ -102,6 +102,12 @@ def read_event_stream(spark, config: SourceConfig):
         register(spark)
         data_format = SOURCE_NAME
     else:
+        if config.source == "kafka" and not builtin_kafka_available(spark):
+            raise ValueError(
+                "Spark's kafka source is not on the classpath: add the spark-sql-kafka-0-10 "
+                "package (spark-submit --packages org.apache.spark:spark-sql-kafka-0-10_2.13:"
+                "<spark version>) or use --source embedded"
+            )
         data_format = "kafka"
     reader = spark.readStream.format(data_format)
     for key, value in config.spark_options().items():

@@ -232,3 +232,11 @@ def test_kafka_options_reach_the_client_and_bad_ones_fail_clearly(kafka_bootstra
                                       "subscribe": "t", "kafka.no.such.setting": "1"})
     with pytest.raises(Exception, match="no.such.setting"):
         kafka_client.new_consumer(bad.settings())
+
+
+def test_source_kafka_without_the_connector_says_what_to_do(spark, monkeypatch):
+    import streaming.spark.source as source
+
+    monkeypatch.setattr(source, "BUILTIN_PROVIDER", "org.example.NoSuchProvider")
+    with pytest.raises(ValueError, match="--source embedded"):
+        read_event_stream(spark, SourceConfig("b:9092", "t", source="kafka"))
