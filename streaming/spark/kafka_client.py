@@ -97,20 +97,21 @@ def true_ends(
     consumer: Consumer,
     marks: Mapping[TopicPartitionKey, tuple[int, int]],
     timeout_s: float = 5.0,
-    max_probe_records: int = 100_000,
+    linger_s: float = 0.25,
 ) -> dict[TopicPartitionKey, int]:
     """The real end of each partition: the reported watermark, pushed up to the EOF found by
     reading from (watermark - 1). Every returned end has all records below it in the log.
 
-    A probe stops at EOF, after `max_probe_records` (a busy partition: the next call goes on
-    from there), or at the deadline; the end is then the last record seen + 1.
+    A probe stops at EOF; or `linger_s` after its first record when no EOF comes (records keep
+    arriving: the end is then the last record seen + 1, and the next call goes on from there);
+    or at the deadline.
     """
     ends = {key: high for key, (low, high) in marks.items()}
     probe_from = {key: high - 1 for key, (low, high) in marks.items() if high > low}
     if not probe_from:
         return ends
     consumer.assign([TopicPartition(t, p, offset) for (t, p), offset in probe_from.items()])
-    pending, seen = set(probe_from), dict.fromkeys(probe_from, 0)
+    pending, stop_at = set(probe_from), {}
     deadline = time.monotonic() + timeout_s
     try:
         while pending and time.monotonic() < deadline:
@@ -121,15 +122,14 @@ def true_ends(
                 error = message.error()
                 if error is None:
                     ends[key] = max(ends[key], message.offset() + 1)
-                    seen[key] += 1
-                    if seen[key] >= max_probe_records:
-                        pending.discard(key)
+                    stop_at.setdefault(key, time.monotonic() + linger_s)
                 elif error.code() == KafkaError._PARTITION_EOF:
                     ends[key] = max(ends[key], message.offset())
                     pending.discard(key)
                 else:
                     log.warning("end probe of %s: %s", key, error)
                     pending.discard(key)
+            pending -= {key for key, when in stop_at.items() if time.monotonic() > when}
     finally:
         consumer.unassign()
     if pending:

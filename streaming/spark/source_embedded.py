@@ -155,7 +155,7 @@ class EmbeddedKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
         counts = kafka_client.partition_counts(consumer, self.options.topics, timeout)
         keys = [(topic, p) for topic in self.options.topics for p in range(counts[topic])]
         marks = kafka_client.watermarks(consumer, keys, timeout)
-        latest = kafka_client.true_ends(consumer, marks, timeout_s=timeout)
+        latest = kafka_client.true_ends(consumer, marks, timeout_s=min(timeout, 5.0))
         self._last_latest = latest
         return latest, {key: low for key, (low, _high) in marks.items()}
 
