@@ -1,0 +1,176 @@
+"""Benchmark: the streaming job end to end on this machine.
+
+    python -m tests.benchmarks.bench_job [--groups 1000] [--clients 20] [--duration 300]
+
+Uses KAFKA_BOOTSTRAP_SERVERS when set, else starts the embedded broker. In one run:
+1. baseline: a plain confluent-kafka consumer reads the whole events topic (events/s);
+2. throughput: the job (local[2], embedded reader) consumes the same pre-loaded topic: events/s
+   overall (query start to caught up) and sustained (rows / batch time, first batch excluded),
+   and the ratio sustained / raw read;
+3. detection latency: with the job caught up and steady heartbeats still flowing, a probe
+   group gets a second process with the same client id (a double assignment); the time from
+   the probe's delivery to /metrics showing it, p50 / p99 over the probes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import threading
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from producers.simulator.cli import RateLimit, produce
+from producers.simulator.scenarios import Steady
+from tests.benchmarks.machine import describe_machine, start_broker
+from tests.integration.monitor_harness import Scrape
+
+
+def steady(args, seed: int = 1, epoch_ms: int | None = None) -> Steady:
+    scenario = Steady(groups=args.groups, clients=args.clients, topics=2, queues=args.queues,
+                      duration_ms=args.duration * 1000, seed=seed)
+    if epoch_ms is not None:
+        scenario.epoch_ms = epoch_ms
+    return scenario
+
+
+def raw_read_rate(bootstrap: str, topic: str, partitions: int, expected: int) -> float:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"raw-{uuid.uuid4()}",
+                         "enable.auto.commit": False, "fetch.max.bytes": 52_428_800})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    started, count = time.perf_counter(), 0
+    while count < expected:
+        count += sum(1 for m in consumer.consume(10_000, timeout=1.0) if not m.error())
+    elapsed = time.perf_counter() - started
+    consumer.close()
+    return count / elapsed
+
+
+def throughput(monitor, expected: int) -> tuple[float, float, int]:
+    started = time.perf_counter()
+    monitor.query.processAllAvailable()
+    overall = expected / (time.perf_counter() - started)
+    progress = [p for p in monitor.query.recentProgress if p["numInputRows"] > 0]
+    later = progress[1:] or progress
+    rows = sum(p["numInputRows"] for p in later)
+    busy_ms = sum(p["durationMs"]["triggerExecution"] for p in later)
+    return overall, rows / (busy_ms / 1000.0), len(progress)
+
+
+def probe_latencies(bootstrap: str, topic: str, url: str, probes: int, event_ms: int) -> list[float]:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for k in range(probes):  # each probe group: one route and one healthy client
+        group = f"probe-{k:03d}"
+        for event in ({"type": "route", "ts": event_ms, "group": group, "topic": "P",
+                       "brokers": {"broker-a": 4}},
+                      {"type": "heartbeat", "ts": event_ms, "group": group, "client_id": "p@1",
+                       "topics": ["P"], "strategy": "AVG", "address": "10.9.0.1:1"}):
+            producer.produce(topic, json.dumps(event).encode(), group.encode())
+    producer.flush(30)
+    _wait(url, lambda m: len([g for g in m.groups() if g.startswith("probe-")]) == probes)
+    latencies = []
+    for k in range(probes):
+        group = f"probe-{k:03d}"
+        twin = {"type": "heartbeat", "ts": event_ms + 1, "group": group, "client_id": "p@1",
+                "topics": ["P"], "strategy": "AVG", "address": "10.9.0.2:1"}
+        producer.produce(topic, json.dumps(twin).encode(), group.encode())
+        producer.flush(30)
+        sent = time.perf_counter()
+        _wait(url, lambda m, g=group: (m.value("rebalance_double_assigned_queues", group=g) or 0) > 0)
+        latencies.append(time.perf_counter() - sent)
+    return latencies
+
+
+def _wait(url: str, predicate, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            if predicate(Scrape(response.read().decode())):
+                return
+        time.sleep(0.05)
+    raise TimeoutError("the job did not show the expected metrics in time")
+
+
+def background_load(bootstrap: str, topic: str, args, stop: threading.Event) -> None:
+    """Steady heartbeats of the same groups, continuing their event time, at --background-rate."""
+    scenario = steady(args, seed=2, epoch_ms=1_700_000_000_000 + args.duration * 1000)
+    events = (pair for pair in scenario.run_encoded() if not stop.is_set())
+    produce(events, bootstrap, topic, RateLimit(args.background_rate))
+
+
+def run(bootstrap: str, args) -> None:
+    from streaming.embedded_broker import create_topic
+    from streaming.spark.config import JobConfig
+    from streaming.spark.job import Monitor, build_session
+
+    topic = f"bench.job.{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, partitions=args.partitions)
+    loaded, failed = produce(steady(args).run_encoded(), bootstrap, topic, RateLimit(None))
+    assert failed == 0, f"{failed} events not delivered"
+    raw = raw_read_rate(bootstrap, topic, args.partitions, loaded)
+    print(f"workload: {args.groups} groups x {args.clients} clients, 2 topics x {args.queues} "
+          f"queues, {loaded:,} events in {args.partitions} partitions")
+    print(f"raw read (plain confluent-kafka consumer): {raw:,.0f} events/s")
+
+    workdir = Path(tempfile.mkdtemp(prefix="bench-job-"))
+    config = JobConfig(bootstrap_servers=bootstrap, topic=topic, source="embedded",
+                       checkpoint=str(workdir / "checkpoint"), metrics_host="127.0.0.1",
+                       metrics_port=0, trigger_interval=args.trigger,
+                       max_offsets_per_trigger=args.max_offsets, shuffle_partitions=args.shuffle)
+    spark = build_session(config, master="local[2]")
+    spark.sparkContext.setLogLevel("ERROR")
+    monitor = Monitor(config, spark)
+    monitor.start()
+    try:
+        overall, sustained, batches = throughput(monitor, loaded)
+        print(f"job throughput: {overall:,.0f} events/s overall (incl. start-up), "
+              f"{sustained:,.0f} events/s sustained over {batches} batches; "
+              f"ratio sustained / raw read = {sustained / raw:.2f}")
+        url = f"http://127.0.0.1:{monitor.metrics.port}/metrics"
+        stop = threading.Event()
+        load = threading.Thread(target=background_load, args=(bootstrap, topic, args, stop))
+        load.start()
+        try:
+            latencies = probe_latencies(bootstrap, topic, url, args.probes,
+                                        1_700_000_000_000 + args.duration * 1000)
+        finally:
+            stop.set()
+            load.join()
+        p50 = statistics.median(latencies)
+        p99 = statistics.quantiles(latencies, n=100, method="inclusive")[98] if len(latencies) > 1 else latencies[0]
+        print(f"detection latency over {len(latencies)} probes with {args.background_rate:,}/s "
+              f"background heartbeats, trigger {args.trigger}: p50 {p50:.2f} s, p99 {p99:.2f} s, "
+              f"max {max(latencies):.2f} s")
+    finally:
+        monitor.stop()
+        spark.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--groups", type=int, default=1000)
+    parser.add_argument("--clients", type=int, default=20)
+    parser.add_argument("--queues", type=int, default=20, help="queues per topic (2 topics)")
+    parser.add_argument("--duration", type=int, default=300, help="simulated seconds of load")
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--shuffle", type=int, default=4)
+    parser.add_argument("--trigger", default="1 second")
+    parser.add_argument("--max-offsets", type=int, default=100_000)
+    parser.add_argument("--probes", type=int, default=30)
+    parser.add_argument("--background-rate", type=int, default=2_000)
+    args = parser.parse_args()
+    print("machine:", describe_machine())
+    with start_broker() as bootstrap:
+        run(bootstrap, args)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYSPARK_PYTHON", __import__("sys").executable)
+    main()
