@@ -240,3 +240,23 @@ def test_source_kafka_without_the_connector_says_what_to_do(spark, monkeypatch):
     monkeypatch.setattr(source, "BUILTIN_PROVIDER", "org.example.NoSuchProvider")
     with pytest.raises(ValueError, match="--source embedded"):
         read_event_stream(spark, SourceConfig("b:9092", "t", source="kafka"))
+
+
+def test_a_running_query_counts_every_event_produced_while_it_runs(
+        spark, kafka_bootstrap, make_topic, produce, tmp_path):
+    topic, sink = make_topic(partitions=3), Collected()
+    query = (stream(spark, kafka_bootstrap, topic, maxOffsetsPerTrigger=10)
+             .writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "cp"))
+             .trigger(processingTime="100 milliseconds").start())
+    try:
+        wait_until(lambda: query.lastProgress is not None, "the first trigger")
+        for round_number in range(4):  # the last round leaves a partial tail batch
+            for partition in range(3):
+                values = [f"r{round_number}p{partition}i{i}".encode() for i in range(3)]
+                produce(topic, values, partition=partition)
+        produce(topic, [b"last"], partition=2)
+        wait_until(lambda: len(sink.rows) >= 37, "37 records")
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert sink.offsets() == expected_offsets({0: 12, 1: 12, 2: 13})
