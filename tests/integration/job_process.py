@@ -1,0 +1,189 @@
+"""The streaming job as a real separate process (`rebalance-monitor run`), so a test can SIGKILL it.
+
+    job = JobProcess(bootstrap, topic, checkpoint, log_dir, findings_topic=..., dead_letter_topic=...)
+    job.start()
+    job.wait_for(lambda m: events_total(m) >= 100)
+    job.kill()                                   # SIGKILL to the whole process group (driver + JVM)
+
+The Python driver starts the JVM as its child, so the process runs in its own session and a
+signal goes to the whole group: killing only the driver would leave the JVM running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+from streaming.embedded_broker import free_port
+from tests.integration.monitor_harness import Scrape
+
+VENV_BIN = Path(sys.executable).parent
+# Wall-clock series: they differ between any two runs, crashed or not.
+WALL_CLOCK_SERIES = frozenset({
+    "rebalance_monitor_batch_duration_seconds",
+    "rebalance_monitor_last_batch_timestamp_seconds",
+    "rebalance_monitor_input_lag_seconds",
+})
+
+
+def comparable_series(scrape: Scrape) -> dict[tuple, float]:
+    """Every rebalance_* sample except the wall-clock ones: (name, sorted labels) -> value."""
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for s in scrape.samples
+            if s.name.startswith("rebalance_") and s.name not in WALL_CLOCK_SERIES}
+
+
+def events_total(scrape: Scrape) -> float:
+    return sum(scrape.series("rebalance_monitor_events_total").values())
+
+
+def settled(checkpoint: Path, final_watermark_ms: int) -> bool:
+    """True when Spark has nothing left to run: its newest micro-batch is committed and ran with
+    the final watermark (so no further no-data batch will fire event-time timeouts)."""
+    offsets = _batch_ids(checkpoint / "offsets")
+    if not offsets or not (checkpoint / "commits" / str(offsets[-1])).exists():
+        return False
+    lines = (checkpoint / "offsets" / str(offsets[-1])).read_text().splitlines()
+    # Offset log v1: the version line, then the batch metadata, then one line per source.
+    return json.loads(lines[1]).get("batchWatermarkMs") == final_watermark_ms
+
+
+def batch_in_flight(checkpoint: Path) -> bool:
+    """True while a micro-batch is planned (in the offset log) but not yet committed."""
+    offsets = _batch_ids(checkpoint / "offsets")
+    commits = _batch_ids(checkpoint / "commits")
+    return bool(offsets) and (not commits or offsets[-1] > commits[-1])
+
+
+def committed_batches(checkpoint: Path) -> int:
+    return len(_batch_ids(checkpoint / "commits"))
+
+
+def _batch_ids(directory: Path) -> list[int]:
+    if not directory.is_dir():
+        return []
+    return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
+
+
+def read_topic(bootstrap: str, topic: str, timeout: float = 30.0) -> list[tuple]:
+    """Every record of a topic as (key, value, headers tuple), read until each partition has
+    reported its end and one more poll brings nothing."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.time_ns()}",
+                         "enable.partition.eof": True, "enable.auto.commit": False})
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        records, at_end, deadline = [], set(), time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                if at_end >= set(partitions):
+                    return records
+            elif message.error():
+                if message.error().code() != KafkaError._PARTITION_EOF:
+                    raise AssertionError(f"reading {topic}: {message.error()}")
+                at_end.add(message.partition())
+            else:
+                records.append((message.key(), message.value(), tuple(message.headers() or ())))
+        raise AssertionError(f"{topic}: partitions {set(partitions) - at_end} never reached their end")
+    finally:
+        consumer.close()
+
+
+class JobProcess:
+    """One `rebalance-monitor run` process on a given checkpoint, with its own /metrics port."""
+
+    def __init__(self, bootstrap: str, topic: str, checkpoint: Path, log_dir: Path, *,
+                 findings_topic: str, dead_letter_topic: str,
+                 max_offsets_per_trigger: int | None = None,
+                 trigger_interval: str = "500 milliseconds",
+                 env: dict[str, str] | None = None) -> None:
+        self.port = free_port()
+        self.findings_topic, self.dead_letter_topic = findings_topic, dead_letter_topic
+        self.args = [
+            str(VENV_BIN / "rebalance-monitor"), "run", "--bootstrap-servers", bootstrap,
+            "--topic", topic, "--checkpoint", str(checkpoint), "--source", "embedded",
+            "--metrics-host", "127.0.0.1", "--metrics-port", str(self.port),
+            "--trigger-interval", trigger_interval, "--shuffle-partitions", "2",
+            "--findings-topic", findings_topic, "--dead-letter-topic", dead_letter_topic,
+        ]
+        if max_offsets_per_trigger is not None:
+            self.args += ["--max-offsets-per-trigger", str(max_offsets_per_trigger)]
+        self.env = {**os.environ, "PYSPARK_PYTHON": sys.executable,
+                    "PYSPARK_DRIVER_PYTHON": sys.executable, **(env or {})}
+        self.log_path = log_dir / f"job-{self.port}.log"
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/metrics"
+
+    def start(self) -> JobProcess:
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT,
+                                            env=self.env, start_new_session=True)
+        return self
+
+    def try_scrape(self) -> Scrape | None:
+        """One scrape, or None while the endpoint does not answer yet."""
+        try:
+            with urllib.request.urlopen(self.metrics_url, timeout=2) as response:
+                return Scrape(response.read().decode())
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            return None
+
+    def first_scrape(self, timeout: float = 90.0) -> Scrape:
+        """The first scrape that answers: what /metrics shows the moment it is up."""
+        return self.wait_for(lambda _: True, timeout)
+
+    def wait_for(self, predicate: Callable[[Scrape], bool], timeout: float = 90.0,
+                 poll: float = 0.1) -> Scrape:
+        """Poll /metrics until predicate holds; fail with the job's log tail if it dies or hangs."""
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"job exited with {self.process.returncode}:\n{self.log_tail()}")
+            last = self.try_scrape()
+            if last is not None and predicate(last):
+                return last
+            time.sleep(poll)
+        shown = "" if last is None else "\n".join(
+            f"{k} {v}" for k, v in sorted(comparable_series(last).items()))
+        raise AssertionError(f"timed out after {timeout}s; last scrape:\n{shown}\n{self.log_tail()}")
+
+    def kill(self, sig: int = signal.SIGKILL, timeout: float = 60.0) -> int:
+        """Signal the whole process group (driver and JVM) and wait for the driver to end."""
+        if self.process is None or self.process.poll() is not None:
+            return self.process.returncode if self.process else 0
+        os.killpg(self.process.pid, sig)
+        try:
+            return self.process.wait(timeout)
+        finally:
+            self._kill_leftovers()
+
+    def _kill_leftovers(self) -> None:
+        # After the driver ends, a JVM that ignored SIGTERM may still hold the group: end it.
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def log_tail(self, lines: int = 40) -> str:
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def __enter__(self) -> JobProcess:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.kill()
