@@ -20,6 +20,9 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import groupby
+from operator import attrgetter
+from typing import NamedTuple
 
 from streaming.core.state.events import Queue2
 from streaming.core.state.group import GroupState, Member, MemberKey, next_deadline
@@ -224,6 +227,78 @@ def diff(before: dict[tuple, int], after: dict[tuple, int], current: dict[tuple,
                       current[i].detail if i in current else None)
                for i, s in sorted(after.items(), key=_order) if before.get(i) != s]
     return ended + started
+
+
+class Transition(NamedTuple):
+    """A finding starting or ending at event time `at`, caused by the event at `offset` (-1: a
+    session expiry, which comes before the events of the same time)."""
+
+    at: int
+    offset: int
+    status: str                 # "started" or "ended"
+    identity: tuple
+    since: int
+    detail: dict | None
+
+
+def transitions(before: dict[tuple, int], after: dict[tuple, int], found: list[Finding],
+                at: int, offset: int) -> list[Transition]:
+    """What changed between two open sets (identity -> since) at one event: ended, then started."""
+    ended = [i for i in before if i not in after]
+    if not ended and len(after) == len(before):
+        return []
+    out = [Transition(at, offset, "ended", i, before[i], None) for i in sorted(ended, key=repr)]
+    if len(after) > len(before) - len(ended):
+        started = [f for f in found if f.identity not in before]
+        out += [Transition(at, offset, "started", f.identity, at, f.detail)
+                for f in sorted(started, key=_identity_repr)]
+    return out
+
+
+def _identity_repr(finding: Finding) -> str:
+    return repr(finding.identity)
+
+
+def publish(published: dict[tuple, int], log: list[Transition], open_now: dict[tuple, int],
+            current: dict[tuple, Finding], group: str, system: str, cursor_at: int) -> list[dict]:
+    """The records that take the findings topic from `published` (open as published so far) to
+    `open_now`: first a correction of history already published (the open set at the cursor,
+    rebuilt by undoing `log` from `open_now`, diffed against `published`, stamped `cursor_at`),
+    then every transition after the cursor, in event-time order, each at its own time."""
+    at_cursor = open_now
+    if log:
+        at_cursor = dict(open_now)
+        for change in reversed(log):
+            if change.status == "started":
+                at_cursor.pop(change.identity, None)
+            else:
+                at_cursor[change.identity] = change.since
+    out = diff(published, at_cursor, current, group, system, cursor_at) if (
+        at_cursor != published) else []
+    for at, changes in groupby(log, key=attrgetter("at")):
+        out += _net(list(changes), group, system, at)
+    return out
+
+
+def _net(changes: list[Transition], group: str, system: str, at: int) -> list[dict]:
+    """One instant's records: what was open before it against what is open after it, so a
+    finding that starts and ends within one millisecond (events of one instant applied one by
+    one) is no finding."""
+    before: dict[tuple, int | None] = {}
+    last: dict[tuple, Transition] = {}
+    for change in changes:
+        if change.identity not in before:
+            before[change.identity] = change.since if change.status == "ended" else None
+        last[change.identity] = change
+    out, started = [], []
+    for identity, change in sorted(last.items(), key=_order):
+        since = before[identity]
+        after = change.since if change.status == "started" else None
+        if since is not None and after != since:
+            out.append(record(identity, since, "ended", group, system, at))
+        if after is not None and after != since:
+            started.append(record(identity, after, "started", group, system, at, change.detail))
+    return out + started
 
 
 def _order(item: tuple[tuple, int]) -> str:

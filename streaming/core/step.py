@@ -59,27 +59,30 @@ class StepOutput:
 
 def step(blob: bytes | None, events: Sequence[tuple[Event, int]], *,
          watermark_ms: int | None = None, config: StepConfig = StepConfig()) -> StepOutput:
-    """Decode (None = new group), apply, find, diff against the last published findings, encode."""
+    """Decode (None = new group), apply, find, publish the transitions since the last step,
+    encode."""
     if blob is None:
         if not events:
             return StepOutput(None, None, [])
         first, _ = min(events, key=_order)
         state = GroupState(first.group, first.system, config.timeout_for(first.system))
-        stored = Stored(state, [], -(2**62), {}, 0)
+        stored = Stored(state, [], -(2**62), {}, -(2**62))
     else:
         stored = decode(blob)
     stored.settled.session_timeout_ms = config.timeout_for(stored.settled.system)
-    view, settled_blob_parts = _advance(stored, events, watermark_ms, config)
+    cursor = (stored.now, stored.now_offset)
+    view, (settled, pending, horizon) = _advance(stored, events, watermark_ms, config, cursor)
     current = findings_of(view)
     now = view.now
-    if not view.members and now > view.clock + view.session_timeout_ms:
-        changes = fnd.diff(stored.published, {}, {}, view.group, view.system, now)
-        return StepOutput(None, None, changes)
-    after = {f.identity: view.since.get(f.identity, now) for f in current.findings}
+    open_now = {f.identity: view.since.get(f.identity, now) for f in current.findings}
     by_identity = {f.identity: f for f in current.findings}
-    changes = fnd.diff(stored.published, after, by_identity, view.group, view.system, now)
-    settled, pending, horizon = settled_blob_parts
-    new_blob = encode(Stored(settled, pending, horizon, after, now))
+    changes = fnd.publish(stored.published, view.log, open_now, by_identity, view.group,
+                          view.system, stored.now)
+    if not view.members and now > view.clock + view.session_timeout_ms:
+        changes += fnd.diff(open_now, {}, {}, view.group, view.system, now)
+        return StepOutput(None, None, changes)
+    reached = max(cursor, (now, -1), *((e.ts, o) for e, o in pending[-1:]))
+    new_blob = encode(Stored(settled, pending, horizon, open_now, *reached))
     return StepOutput(new_blob, fnd.snapshot(view, current), changes)
 
 
@@ -96,16 +99,18 @@ def _order(item: tuple[Event, int]) -> tuple[int, int]:
     return (item[0].ts, item[1])
 
 
-def _advance(stored: Stored, events, watermark_ms, config):
-    """Merge too-late events into the settled state, replay the window, cut the new settled
-    state at the new horizon. Returns (view state, (settled, pending, horizon))."""
+def _advance(stored: Stored, events, watermark_ms, config, cursor):
+    """Merge too-late events into the settled state, replay the window (logging the finding
+    transitions after `cursor`), cut the new settled state at the new horizon.
+    Returns (view state, (settled, pending, horizon))."""
     state = stored.settled
     late = sorted((item for item in events if item[0].ts < stored.horizon), key=_order)
     if state.claims_cache is None:
         state.claims_cache = claims_of(state)
-    for event, _ in late:
+    for event, offset in late:
         state.late_events += 1
-        _react(state, apply_event(state, event), state.now)
+        _react(state, apply_event(state, event), state.now, offset)
+    state.log, state.log_after = [], cursor
     window = sorted([*stored.pending, *(i for i in events if i[0].ts >= stored.horizon)],
                     key=_order)
     clock = max([state.clock, *(e.ts for e, _ in window)])
@@ -122,20 +127,22 @@ def _advance(stored: Stored, events, watermark_ms, config):
 
 def _replay(state: GroupState, items, until: int) -> GroupState:
     """Apply items in order, expiring sessions as event time passes, then expire up to until."""
-    for event, _ in items:
+    for event, offset in items:
         _expire(state, event.ts)
         if not state.members and event.ts > state.clock + state.session_timeout_ms:
-            _restart(state, event)
-        _react(state, apply_event(state, event), event.ts)
+            _restart(state, event, offset)
+        _react(state, apply_event(state, event), event.ts, offset)
     _expire(state, until)
     return state
 
 
-def _restart(state: GroupState, event: Event) -> None:
+def _restart(state: GroupState, event: Event, offset: int) -> None:
     """The group was gone (no member, no event for a session timeout): whether or not a batch
     boundary fell in the gap, it starts afresh here, so batching cannot change its counters."""
     fresh = GroupState(state.group, event.system, state.session_timeout_ms)
     fresh.since, fresh.now, fresh.claims_cache = {}, event.ts, {}
+    fresh.log, fresh.log_after = state.log, state.log_after
+    _log(state, state.since, {}, [], event.ts, offset)
     state.__dict__.update(fresh.__dict__)
 
 
@@ -145,8 +152,9 @@ def _expire(state: GroupState, until: int) -> None:
     state.now = max(state.now, until)
 
 
-def _react(state: GroupState, change: Change, at: int) -> None:
-    """After a change at event time `at`: re-run if needed, count churn, track `since`."""
+def _react(state: GroupState, change: Change, at: int, offset: int = -1) -> None:
+    """After a change at event time `at` (by the event at `offset`; -1 = a session expiry):
+    re-run if needed, count churn, track `since`, log the findings that started or ended."""
     state.now = max(state.now, at)
     if not change.any:
         return
@@ -161,6 +169,12 @@ def _react(state: GroupState, change: Change, at: int) -> None:
     since = state.since
     state.findings_cache = fnd.compute(state)
     state.since = {f.identity: since.get(f.identity, at) for f in state.findings_cache.findings}
+    _log(state, since, state.since, state.findings_cache.findings, at, offset)
+
+
+def _log(state: GroupState, before: dict, after: dict, found: list, at: int, offset: int) -> None:
+    if state.log is not None and (at, offset) > state.log_after:
+        state.log += fnd.transitions(before, after, found, at, offset)
 
 
 def findings_of(state: GroupState) -> fnd.GroupFindings:

@@ -25,6 +25,7 @@ from streaming.core.state.events import Event, Queue2
 from streaming.core.state.group import GroupState, Member
 
 VERSION = 1
+_ALL_PUBLISHED = 2**62      # a blob from before "o": everything at its `now` was published
 
 
 class CodecError(ValueError):
@@ -34,13 +35,16 @@ class CodecError(ValueError):
 @dataclass
 class Stored:
     """What the blob holds: the settled state, the events still inside the reorder window, the
-    window's lower edge, the findings last published (identity -> since) and the step's time."""
+    window's lower edge, the findings last published (identity -> since) and the step's time.
+    Finding transitions are published up to (now, now_offset): the offset of the last event at
+    `now` that step() applied (-1: none, only expiries up to `now`)."""
 
     settled: GroupState | str        # str: already rendered by render_state
     pending: list[tuple[Event, int]]
     horizon: int
     published: dict[tuple, int]
     now: int
+    now_offset: int = -1
 
 
 def render_state(state: GroupState) -> str:
@@ -51,7 +55,7 @@ def render_state(state: GroupState) -> str:
 def encode(stored: Stored) -> bytes:
     settled = stored.settled
     rest = {"p": [[o, _event_out(e)] for e, o in stored.pending], "h": stored.horizon,
-            "n": stored.now, "f": _since_out(stored.published)}
+            "n": stored.now, "o": stored.now_offset, "f": _since_out(stored.published)}
     state_text = settled if isinstance(settled, str) else render_state(settled)
     text = '{"s":' + state_text + "," + _dumps(rest)[1:]
     return bytes([VERSION]) + zlib.compress(text.encode("utf-8", "surrogatepass"), 6)
@@ -69,7 +73,7 @@ def decode(blob: bytes) -> Stored:
     try:
         body = json.loads(zlib.decompress(blob[1:]).decode("utf-8", "surrogatepass"))
         return Stored(_state_in(body["s"]), [(_event_in(e), o) for o, e in body["p"]],
-                      body["h"], _since_in(body["f"]), body["n"])
+                      body["h"], _since_in(body["f"]), body["n"], body.get("o", _ALL_PUBLISHED))
     except (zlib.error, ValueError, KeyError, TypeError, IndexError) as error:
         raise CodecError(f"corrupt state blob (version {VERSION}): {error}") from error
 
