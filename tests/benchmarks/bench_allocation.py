@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import random
 import statistics
 import sys
 import time
 
 from streaming.core.allocation import allocate, allocate_group_topics, sort_client_ids, sort_queues
+from tests.benchmarks.machine import describe_machine
 
 CLIENTS = 1_000
 TOPICS = 10
@@ -34,17 +34,6 @@ GOAL_RATIO = 50.0
 GOAL_AVG_MS = 100.0
 STRATEGIES = (("AVG", {}), ("CONSISTENT_HASH", {"virtual_nodes": 10}))
 
-
-def machine() -> str:
-    model = "unknown"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            model = next((line.split(":", 1)[1].strip() for line in cpuinfo
-                          if line.startswith("model name")), model)
-    except OSError:
-        pass
-    return (f"machine: nproc={os.cpu_count()} cpu={model!r} python={platform.python_version()} "
-            f"({platform.python_implementation()})")
 
 
 def build_group(seed: int = 7) -> tuple[dict[str, list[tuple[str, str, int]]], list[str]]:
@@ -174,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-full-pass", dest="full_pass", action="store_false",
                         help="skip the per-client full-pass baseline (each client sorts its view)")
     args = parser.parse_args(argv)
-    print(machine())
+    print(describe_machine())
     print(f"load average at start: {os.getloadavg()[0]:.2f} (other processes share the cores)")
     queues_by_topic, clients = build_group()
     print(f"group: {len(clients)} clients, {TOPICS} topics x {QUEUES_PER_TOPIC} queues "

@@ -13,24 +13,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import time
 import uuid
 from itertools import cycle, islice
 
 from producers.simulator.cli import RateLimit, produce
 from producers.simulator.scenarios import Steady
-
-
-def machine() -> str:
-    model = "unknown"
-    try:
-        with open("/proc/cpuinfo") as info:
-            model = next(line.split(":", 1)[1].strip() for line in info
-                         if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"nproc {os.cpu_count()}, CPU {model}, Python {platform.python_version()}"
+from tests.benchmarks.machine import describe_machine
 
 
 def scenario(args) -> Steady:
@@ -58,7 +47,7 @@ def timed_produce(events, bootstrap: str, topic: str) -> tuple[int, float, int]:
 def run(bootstrap: str, args) -> None:
     from streaming.embedded_broker import create_topic
 
-    print(machine())
+    print(describe_machine())
     print(f"steady: {args.groups} groups x {args.clients} clients, {args.topics} topics x "
           f"{args.queues} queues, 2 brokers, {args.duration:.0f} simulated s")
     count, elapsed, sample = simulate_only(args)

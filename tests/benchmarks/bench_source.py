@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -26,17 +25,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from streaming.embedded_broker import EmbeddedBroker, create_topic
 from streaming.spark.source_embedded import SOURCE_NAME, register
-
-
-def machine() -> str:
-    model = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            model = next((line.split(":", 1)[1].strip() for line in cpuinfo
-                          if line.startswith("model name")), model)
-    except OSError:
-        pass
-    return f"nproc={os.cpu_count()} cpu={model!r} python={platform.python_version()}"
+from tests.benchmarks.machine import describe_machine
 
 
 def produce(bootstrap: str, topic: str, events: int, value_bytes: int) -> float:
@@ -118,7 +107,7 @@ def main(argv=None) -> None:
                         help="0 = unset: one batch")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
-    print(f"machine: {machine()}")
+    print(f"machine: {describe_machine()}")
     explicit = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     with nullcontext(explicit) if explicit else EmbeddedBroker() as broker:
         bootstrap = explicit or broker.bootstrap_servers

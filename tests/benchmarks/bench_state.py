@@ -15,8 +15,6 @@ Measures, in the same run:
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
 import time
 
@@ -26,6 +24,7 @@ from streaming.core.state.events import parse_event
 from streaming.core.state.group import GroupState, apply_event
 from streaming.core.state.rerun import claims_of, rerun
 from streaming.core.step import StepConfig, _react, findings_of, step
+from tests.benchmarks.machine import describe_machine
 
 T0 = 1_700_000_000_000
 TOPICS = [f"Topic{i:02d}" for i in range(10)]
@@ -34,16 +33,6 @@ SPACING_MS = 30_000                                      # changes 30 s apart (o
 # Long enough that the 1,000 members built at T0 do not expire during the measured changes.
 CONFIG = StepConfig(session_timeout_ms=3_600_000)
 
-
-def machine() -> str:
-    model = "unknown"
-    try:
-        with open("/proc/cpuinfo") as info:
-            model = next(line.split(":", 1)[1].strip() for line in info
-                         if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"nproc={os.cpu_count()} cpu={model!r} python={platform.python_version()}"
 
 
 def heartbeat(cid: str, ts: int) -> dict:
@@ -124,7 +113,7 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=10)
     parser.add_argument("--baseline-sample", type=int, default=50)
     args = parser.parse_args()
-    print(f"machine: {machine()}")
+    print(f"machine: {describe_machine()}")
     print(f"group: {args.clients} clients, {len(TOPICS)} topics x 1,000 queues, AVG")
     blob = build_blob(args.clients)
     raws = changes(args.changes, args.clients)
