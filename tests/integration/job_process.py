@@ -6,7 +6,8 @@
     job.kill()                                   # SIGKILL to the whole process group (driver + JVM)
 
 The Python driver starts the JVM as its child, so the process runs in its own session and a
-signal goes to the whole group: killing only the driver would leave the JVM running.
+signal goes to the whole group: killing only the driver would leave the JVM running. (Spark's
+Python worker daemon makes its own group; it ends its workers when the JVM's pipe closes.)
 """
 
 from __future__ import annotations

@@ -2,9 +2,10 @@
 with the same /metrics and the same findings as an uninterrupted run; and a job restarted on a
 finished checkpoint shows every group on its first scrape, before any new event.
 
-The job runs as a real separate process (`rebalance-monitor run`), so the kill is real: driver,
-JVM and Python workers die at once, wherever they are. The workload (three simulator scenarios
-with lasting findings, merged by event time, plus a few invalid records) is produced once, before
+The job runs as a real separate process (`rebalance-monitor run`), so the kill is real: the
+driver and its JVM die at once, wherever they are (Spark's Python workers, in the daemon's own
+process group, end as soon as the JVM's pipe closes; they write nothing outside the JVM). The workload (three simulator scenarios
+with lasting findings, merged by event time, plus invalid and late records) is produced once, before
 any job starts, so every run reads the same input; records carry their event time as the Kafka
 timestamp, so the watermark moves and event-time timeouts are part of what must survive.
 
@@ -44,7 +45,7 @@ from tests.integration.job_process import (
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 WATERMARK_DELAY_MS = 30_000  # the job's default --watermark-delay
-MAX_OFFSETS_PER_TRIGGER = 30  # small batches: the stream takes several, the kill lands inside
+MAX_OFFSETS_PER_TRIGGER = 40  # small batches: the stream takes four, the kill lands inside
 # Test-run tuning only (the job's own settings are untouched): no Spark UI, a JVM that starts fast.
 SPARK_SUBMIT_ARGS = ("--conf spark.ui.enabled=false "
                      "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell")
@@ -211,7 +212,7 @@ def test_sigkill_mid_batch_then_restart_equals_the_uninterrupted_run(
     with job(kafka_bootstrap, workload, checkpoint, "crash") as first_run:
         at_kill = first_run.wait_for(
             lambda m: committed_batches(checkpoint) > 0 and batch_in_flight(checkpoint)
-            and 0 < events_total(m) < total / 2, timeout=150, poll=0.05)
+            and 0 < events_total(m) <= total * 0.6, timeout=150, poll=0.05)
         assert first_run.kill(signal.SIGKILL) == -signal.SIGKILL
     # The kill landed mid-stream and inside a batch: planned in the offset log, never committed.
     assert 0 < events_total(at_kill) < total
