@@ -34,7 +34,7 @@ from streaming.core.state.group import (
     Change,
     GroupState,
     apply_event,
-    expire_until,
+    expire_next,
     forget_tombstones,
 )
 from streaming.core.state.rerun import claims_of, rerun
@@ -147,8 +147,8 @@ def _restart(state: GroupState, event: Event, offset: int) -> None:
 
 
 def _expire(state: GroupState, until: int) -> None:
-    for deadline, change in expire_until(state, until):
-        _react(state, change, deadline)
+    while (expired := expire_next(state, until)) is not None:
+        _react(state, expired[1], expired[0])
     state.now = max(state.now, until)
 
 

@@ -209,25 +209,34 @@ def _deadline(state: GroupState, last_seen: int) -> int:
 
 def expire_until(state: GroupState, until: int) -> list[tuple[int, Change]]:
     """Expire, in deadline order, every session whose deadline is <= until.
-    Returns (deadline, change) per distinct deadline, for the caller to re-run at that time."""
+    Returns (deadline, change) per distinct deadline."""
+    out = []
+    while (expired := expire_next(state, until)) is not None:
+        out.append(expired)
+    return out
+
+
+def expire_next(state: GroupState, until: int) -> tuple[int, Change] | None:
+    """Expire the sessions of the earliest deadline if it is <= until, and only those, so that
+    the caller re-runs with the members of that moment (a later deadline's are still there)."""
     if state.deadline_bound > until:
-        return []
-    due: dict[int, list[tuple[MemberKey, str | None]]] = {}
-    bound = NEVER
+        return None
+    first, bound = NEVER, NEVER
+    due: list[tuple[MemberKey, str | None]] = []
     for key, member in state.members.items():
-        for broker, seen in member.brokers.items():
+        for broker, seen in (*member.brokers.items(), (None, member.last_seen)):
             deadline = _deadline(state, seen)
-            if deadline <= until:
-                due.setdefault(deadline, []).append((key, broker))
-            else:
-                bound = min(bound, deadline)
-        deadline = _deadline(state, member.last_seen)
-        if deadline <= until:
-            due.setdefault(deadline, []).append((key, None))
-        else:
-            bound = min(bound, deadline)
+            if deadline < first:
+                first, bound, due = deadline, first, [(key, broker)]
+            elif deadline == first:
+                due.append((key, broker))
+            elif deadline < bound:
+                bound = deadline
+    if first > until:
+        state.deadline_bound = first
+        return None
     state.deadline_bound = bound
-    return [(deadline, _expire(state, due[deadline])) for deadline in sorted(due)]
+    return first, _expire(state, due)
 
 
 def _expire(state: GroupState, entries: list[tuple[MemberKey, str | None]]) -> Change:
