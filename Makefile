@@ -36,3 +36,7 @@ bench: setup java
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+
+# The --py-files zip for spark-submit (docs/deploy.md).
+dist: setup
+	$(BIN)/python scripts/build_pyfiles.py dist/rebalance_monitor.zip

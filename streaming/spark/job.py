@@ -33,6 +33,7 @@ from streaming.exporter import (
     RebalanceCollector,
     SnapshotStore,
 )
+from streaming.spark.checkpoint_files import HadoopTextFile, checkpoint_child, hadoop_path_exists
 from streaming.spark.config import JobConfig, config_from_args
 from streaming.spark.config import add_arguments as add_config_arguments
 from streaming.spark.parse import route_events
@@ -71,7 +72,7 @@ def source_config(config: JobConfig) -> SourceConfig:
 
 def restore_snapshots(spark: SparkSession, checkpoint: str, store: SnapshotStore) -> int:
     """Fill /metrics from the state store of the last committed batch, before any new event."""
-    if not os.path.isdir(os.path.join(checkpoint.removeprefix("file:"), "state")):
+    if not hadoop_path_exists(spark, checkpoint_child(checkpoint, "state")):
         return 0
     restored = 0
     for row in spark.read.format("statestore").load(checkpoint).collect():
@@ -116,24 +117,23 @@ class Monitor:
         self.metrics = MetricsServer(MetricsServerConfig(config.metrics_host, config.metrics_port),
                                      self.registry)
         self.query: StreamingQuery | None = None
-        self._producer = None
+        self._sink: BatchSink | None = None
 
     def start(self) -> None:
         restored = restore_snapshots(self.spark, self.config.checkpoint, self.store)
-        self._producer = make_producer(self.config)
-        sink = BatchSink(self.store, counters_path(self.config.checkpoint), self._producer,
-                         self.config.findings_topic, self.config.dead_letter_topic)
+        counters = HadoopTextFile(self.spark, counters_path(self.config.checkpoint))
+        self._sink = BatchSink(self.store, counters, make_producer(self.config),
+                               self.config.findings_topic, self.config.dead_letter_topic)
         self.metrics.start()
         log.info("metrics on %s:%s, %d groups restored from the checkpoint",
                  self.config.metrics_host, self.metrics.port, restored)
-        self.query = start_query(self.spark, self.config, sink)
+        self.query = start_query(self.spark, self.config, self._sink)
 
     def stop(self) -> None:
         if self.query is not None:
             self.query.stop()
-        if self._producer is not None:
-            self._producer.flush(10)
-            self._producer = None  # librdkafka closes the client when the last reference goes
+        if self._sink is not None:
+            self._sink.close()
         self.metrics.stop()
 
 

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from streaming.exporter import JobHealth, SnapshotStore
+from streaming.spark.checkpoint_files import TextFile, checkpoint_child
 from streaming.spark.state_function import COUNTS, DEAD_LETTER, FINDING, REMOVED, SNAPSHOT
 
 log = logging.getLogger(__name__)
@@ -32,30 +31,29 @@ class JobCounters:
     max_event_time_ms: int = 0
 
     @classmethod
-    def load(cls, path: Path) -> JobCounters:
-        if not path.exists():
+    def load(cls, file: TextFile) -> JobCounters:
+        text = file.read()
+        if text is None:
             return cls()
-        data = json.loads(path.read_text())
+        data = json.loads(text)
         return cls(data["batch_id"], Counter(data["events"]), Counter(data["invalid"]),
                    data.get("max_event_time_ms", 0))
 
-    def save(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"batch_id": self.batch_id, "events": self.events,
-                                   "invalid": self.invalid,
-                                   "max_event_time_ms": self.max_event_time_ms}))
-        os.replace(tmp, path)  # atomic: a crash leaves the old or the new file, never half
+    def save(self, file: TextFile) -> None:
+        file.write(json.dumps({"batch_id": self.batch_id, "events": self.events,
+                               "invalid": self.invalid,
+                               "max_event_time_ms": self.max_event_time_ms}))
 
 
-def counters_path(checkpoint: str) -> Path:
-    return Path(checkpoint.removeprefix("file:")) / "monitor" / "counters.json"
+def counters_path(checkpoint: str) -> str:
+    """Where the counters live: beside Spark's offsets and state, on the same filesystem."""
+    return checkpoint_child(checkpoint, "monitor", "counters.json")
 
 
 class BatchSink:
     """Callable for DataStreamWriter.foreachBatch."""
 
-    def __init__(self, store: SnapshotStore, counters_file: Path, producer,
+    def __init__(self, store: SnapshotStore, counters_file: TextFile, producer,
                  findings_topic: str, dead_letter_topic: str) -> None:
         self._store = store
         self._counters_file = counters_file
@@ -64,6 +62,12 @@ class BatchSink:
         self._findings_topic = findings_topic
         self._dead_letter_topic = dead_letter_topic
         self._publish_health(0.0)
+
+    def close(self) -> None:
+        """Flush what was produced and let go of the producer (its client closes with it)."""
+        if self._producer is not None:
+            self._producer.flush(10)
+            self._producer = None
 
     def __call__(self, batch_df, batch_id: int) -> None:
         started = time.time()

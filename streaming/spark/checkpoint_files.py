@@ -1,0 +1,78 @@
+"""Small text files the job keeps beside Spark's own in the checkpoint (the job's counters).
+
+The checkpoint may be a local path or any Hadoop URI (hdfs://, s3a://, file://), so on a
+cluster the files go through Hadoop's FileSystem on the driver's JVM, exactly where Spark keeps
+offsets and state. Locally (and in unit tests) LocalTextFile does the same with plain files.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Protocol
+
+
+class TextFile(Protocol):
+    def read(self) -> str | None: ...
+    def write(self, text: str) -> None: ...
+
+
+def checkpoint_child(checkpoint: str, *parts: str) -> str:
+    return "/".join([checkpoint.rstrip("/"), *parts])
+
+
+class LocalTextFile:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def read(self) -> str | None:
+        return self.path.read_text() if self.path.exists() else None
+
+    def write(self, text: str) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(text)
+        os.replace(tmp, self.path)  # atomic: a crash leaves the old or the new file, never half
+
+
+class HadoopTextFile:
+    """A text file at a Hadoop URI, written to a temporary name and renamed over the target."""
+
+    def __init__(self, spark, uri: str) -> None:
+        jvm = spark.sparkContext._jvm
+        self._jvm = jvm
+        self._gateway = spark.sparkContext._gateway
+        conf = spark.sparkContext._jsc.hadoopConfiguration()
+        self._path = jvm.org.apache.hadoop.fs.Path(uri)
+        self._tmp = jvm.org.apache.hadoop.fs.Path(uri + ".tmp")
+        self._context = jvm.org.apache.hadoop.fs.FileContext.getFileContext(self._path.toUri(), conf)
+
+    def read(self) -> str | None:
+        if not self._context.util().exists(self._path):
+            return None
+        stream = self._context.open(self._path)
+        try:
+            return self._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+        finally:
+            stream.close()
+
+    def write(self, text: str) -> None:
+        flags = self._jvm.java.util.EnumSet.of(self._jvm.org.apache.hadoop.fs.CreateFlag.CREATE,
+                                               self._jvm.org.apache.hadoop.fs.CreateFlag.OVERWRITE)
+        create_opts = self._gateway.new_array(self._jvm.org.apache.hadoop.fs.Options.CreateOpts, 1)
+        create_opts[0] = self._jvm.org.apache.hadoop.fs.Options.CreateOpts.createParent()
+        stream = self._context.create(self._tmp, flags, create_opts)
+        try:
+            stream.write(bytearray(text.encode()))
+        finally:
+            stream.close()
+        rename = getattr(self._jvm.org.apache.hadoop.fs, "Options$Rename")
+        options = self._gateway.new_array(rename, 1)
+        options[0] = rename.OVERWRITE
+        self._context.rename(self._tmp, self._path, options)
+
+
+def hadoop_path_exists(spark, uri: str) -> bool:
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(uri)
+    return bool(path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).exists(path))
