@@ -37,10 +37,8 @@ from confluent_kafka import Consumer, Producer
 
 from producers.simulator.clock import DEFAULT_EPOCH_MS, FastClock
 from producers.simulator.scenarios import SCENARIOS
-from streaming.core.state.events import parse_event
-from streaming.core.step import step
 from tests.integration.monitor_harness import RunningMonitor
-from tests.unit.finding_intervals import expected_intervals, identity_of, intervals_of
+from tests.unit.finding_intervals import expected_intervals, intervals_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -139,21 +137,3 @@ def test_every_scenario_through_broker_and_job_finds_its_ground_truth(
                              f"unexpected:\n{describe(got - expected)}")
     # One started record per finding, one ended record per finding that ends: nothing replayed.
     assert Counter(r["status"] for r in records) == Counter(started=len(truth), ended=ended)
-
-
-@pytest.mark.xfail(strict=True, reason="a finding that begins and ends within one micro-batch is "
-                   "never published: step() diffs the findings open before and after the batch")
-def test_one_batch_holding_a_whole_scenario_still_publishes_its_findings():
-    """What the job does when one micro-batch holds a whole scenario (a FastClock run, or a
-    backlog caught up after downtime): one step over all of lost-notification's events. Its
-    double assignment lived from 45 s to 60 s; today the step publishes nothing at all. (Pure
-    core, no Spark: the job shows the same, 11 of 25 records when the with_view=False scenarios
-    went in as one batch.)"""
-    scenario = SCENARIOS["lost-notification"](seed=1, with_view=True)
-    events = [(e, offset) for offset, raw in enumerate(scenario.run()) for e in parse_event(raw)]
-    published = Counter((r["status"], identity_of(r), r["since"]) for r in step(None, events).changes)
-    expected = Counter()
-    for (identity, begins, ends) in expected_intervals(scenario.ground_truth()):
-        expected[("started", identity, begins)] += 1
-        expected[("ended", identity, begins)] += ends is not None
-    assert published == +expected
