@@ -19,6 +19,36 @@ but within `reorder_window_ms` of the group's clock (or above the watermark) are
 place: the blob keeps the settled state before the window plus the window's events, and each step
 replays the window. Events later than that are merged into the settled state at its edge, where a
 newer fact of the same member or topic always wins (counted as `late_events_total`).
+
+Publishing: every re-run logs the findings that started or ended there, at the event time of the
+event (or session expiry) that caused it. A step publishes every transition after the point the
+previous step published up to (its `now` and the offset of its last event at that time), in
+event-time order: a finding that begins and ends inside one batch gets both records, `since` =
+when it began, the `ended` record's `at` = when it ended. One millisecond of event time is one
+instant: its transitions are netted, so a finding that held only between two events of the same
+millisecond (a route applied before the heartbeats beside it) is none. The window is replayed on
+every step and re-logs what was already published; only what lies after the published point goes
+out, so nothing is published twice. A published record is final: when an event lands behind the
+published point (inside the window, or late and merged at the settled edge) and changes history,
+the step publishes the difference between the open findings as published and as the new history
+has them at the published point, stamped with that point, then the transitions after it (a
+finding that a late event makes begin and end behind the published point is never published).
+
+So for events that arrive in event-time order the records do not depend on the batching, as long
+as no batch boundary (nor a watermark equal to the next event's time) cuts one millisecond in two:
+a finding of that millisecond that a later event of the same millisecond ends is then published
+with `at` = `since`. Events reordered inside the window end with the same open findings, through
+corrections.
+
+    >>> view = {"clients": ["c2"]}      # c2 misses c1 from 1 s to 2 s: queues 0 and 1 doubled
+    >>> raw = raw[:3] + [{**raw[2], "ts": raw[2]["ts"] + t, **extra}
+    ...                  for t, extra in ((1_000, {"view": view}), (2_000, {}))]
+    >>> out = step(None, [(parse_event(r)[0], i) for i, r in enumerate(raw)])
+    >>> doubled = [r for r in out.changes if r["kind"] == "double_assignment"]
+    >>> [(r["status"], r["queue"][1], r["since"] % 10_000, r["at"] % 10_000)
+    ...  for r in doubled]   # doctest: +NORMALIZE_WHITESPACE
+    [('started', 0, 1000, 1000), ('started', 1, 1000, 1000),
+     ('ended', 0, 1000, 2000), ('ended', 1, 1000, 2000)]
 """
 
 from __future__ import annotations

@@ -30,7 +30,8 @@ def test_one_batch_holding_a_whole_scenario_still_publishes_its_findings():
     to 60 s, and is published with exactly those times."""
     scenario = SCENARIOS["lost-notification"](seed=1, with_view=True)
     events = [(e, offset) for offset, raw in enumerate(scenario.run()) for e in parse_event(raw)]
-    published = Counter((r["status"], identity_of(r), r["since"]) for r in step(None, events).changes)
+    changes = step(None, events).changes
+    published = Counter((r["status"], identity_of(r), r["since"]) for r in changes)
     expected = Counter()
     for (identity, begins, ends) in expected_intervals(scenario.ground_truth()):
         expected[("started", identity, begins)] += 1
