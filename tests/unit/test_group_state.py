@@ -4,7 +4,7 @@ import pytest
 
 from streaming.core.state.codec import CodecError, decode, encode, queues_in, queues_out
 from streaming.core.state.events import parse_event
-from streaming.core.state.group import GroupState, apply_event, expire_until
+from streaming.core.state.group import GroupState, apply_event, expire_next, expire_until
 from streaming.core.state.rerun import claims_of, rerun
 from streaming.core.step import StepConfig, snapshot_of, step
 from tests.unit.state_helpers import T0, Run, hb, parsed, route
@@ -57,6 +57,16 @@ def test_expiry_in_deadline_order_members_and_broker_entries():
     assert [(c.alloc, c.brokers) for _, c in expired] == [(False, True), (True, True),
                                                           (True, True)]
     assert state.members == {}
+
+
+def test_expire_next_takes_only_the_earliest_deadline():
+    state = _state(hb("c1", ["T"]), hb("c2", ["T"], ts=T0 + 10))
+    assert expire_next(state, T0 + 120_000) is None
+    deadline, change = expire_next(state, T0 + 120_051)
+    assert (deadline, change.alloc) == (T0 + 120_001, True)
+    assert list(state.members) == [("c2", "")]           # c2's later deadline waits its turn
+    assert expire_next(state, T0 + 120_051)[0] == T0 + 120_011
+    assert expire_next(state, T0 + 120_051) is None and state.members == {}
 
 
 def test_cid_all_counts_unsubscribed_clients_and_shared_ids_twice():

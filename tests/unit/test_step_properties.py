@@ -198,3 +198,18 @@ def test_reordered_events_publish_a_consistent_stream(case):
                 assert open_.pop(key, None) == rec["since"], rec
                 assert rec["since"] <= rec["at"], rec
     assert open_ == ({} if blob is None else decode(blob).published)
+
+
+def test_a_watermark_past_two_deadlines_re_runs_after_each():
+    """c1 expires at 1 001 ms, c2 at 1 501 ms: each expiry re-runs with the members of its
+    moment, whether the watermark passes both deadlines in one step or one at a time."""
+    items = parsed([{"type": "route", "ts": T0, "group": "g", "topic": "T", "brokers": {"a": 4}},
+                    *({"type": "heartbeat", "ts": T0 + lag, "group": "g", "client_id": c,
+                       "topics": ["T"], "strategy": "AVG"}
+                      for c, lag in (("c1", 0), ("c2", 500), ("c3", 900)))])
+    at_once = step(None, items, watermark_ms=T0 + 1_600, config=CONFIG)
+    first = step(None, items, watermark_ms=T0 + 1_200, config=CONFIG)
+    one_by_one = step(first.blob, [], watermark_ms=T0 + 1_600, config=CONFIG)
+    counters = ("rebalances_total", "queue_moves_total")
+    assert [at_once.snapshot[k] for k in counters] == [5, 8]
+    assert [one_by_one.snapshot[k] for k in counters] == [5, 8]
