@@ -21,6 +21,7 @@ import sys
 import threading
 
 from prometheus_client import CollectorRegistry
+from pyspark.errors.exceptions.captured import SparkRuntimeException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.state import GroupStateTimeout
@@ -74,8 +75,16 @@ def restore_snapshots(spark: SparkSession, checkpoint: str, store: SnapshotStore
     """Fill /metrics from the state store of the last committed batch, before any new event."""
     if not hadoop_path_exists(spark, checkpoint_child(checkpoint, "state")):
         return 0
+    try:
+        rows = spark.read.format("statestore").load(checkpoint).collect()
+    except SparkRuntimeException as error:
+        # Killed during its first batch: state files exist but no batch was committed. Nothing
+        # to restore; the query re-runs that batch.
+        if error.getCondition() != "STDS_COMMITTED_BATCH_UNAVAILABLE":
+            raise
+        return 0
     restored = 0
-    for row in spark.read.format("statestore").load(checkpoint).collect():
+    for row in rows:
         blob = row["value"]["groupState"]["blob"]
         if blob is not None:
             store.replace_group(snapshot_of(bytes(blob)))

@@ -58,4 +58,6 @@ def _watermark_time(ts: Column, kafka_ts: Column) -> Column:
     event_time = F.coalesce(as_millis, as_iso)
     drift_ms = F.abs(F.unix_millis(event_time) - F.unix_millis(kafka_ts))
     # Spark takes the max of non-null values for the watermark; null means "don't trust it".
-    return F.when(drift_ms <= WATERMARK_TRUST_WINDOW_MS, event_time)
+    # Never older than the record's arrival: Spark drops rows behind the watermark before an
+    # event-time-timeout state function sees them, and late events must reach the core.
+    return F.when(drift_ms <= WATERMARK_TRUST_WINDOW_MS, F.greatest(event_time, kafka_ts))
