@@ -7,21 +7,14 @@ ended at | None) and compared with `scenario.ground_truth()` exactly: the core a
 event time, so `since` and the `ended` record's `at` are event times, not the time a micro-batch
 ran, and no trigger-interval slack is needed.
 
-Two things shape how the events are fed:
-- The job publishes what changed between the findings open at the end of one micro-batch and at
-  the end of the next, so a finding that begins and ends between two batch boundaries is never
-  published (pinned below), and an `ended` record's `at` is the event time of the step that saw
-  it end (docs/events.md), not when it ended. A real fleet spreads a scenario over minutes of
-  500 ms batches, so `at` is within about one trigger interval of the end; the FastClock packs
-  the whole scenario into one batch. So the events go in in phases cut at every time a
-  ground-truth finding begins or ends (at the group's first event from then on: an expiry shows
-  only when the group's next event arrives), each phase processed before the next is produced:
-  every finding is open at some batch boundary, every `at` is exact, and each boundary checks
-  that nothing spurious is open.
-- To keep CI time down, all eight scenarios share one topic and one job per emission mode: their
-  groups are distinct and route events name their group, so they cannot see each other. Each
-  scenario's clock is shifted so that all end at the same event time: one that ended earlier
-  would go quiet while the others' events move event time on, and could expire.
+How the events are fed: all of them are in the topic before the job starts, so the job meets
+the whole fleet's history as one backlog (as after downtime) and must still publish every
+finding that began and ended inside it, each with its own event times (the core logs
+transitions as they happen in event time; tests/unit/test_step_transitions.py covers batch
+splits). To keep CI time down, all eight scenarios share one topic and one job per emission
+mode: their groups are distinct and route events name their group, so they cannot see each
+other. Each scenario's clock is shifted so that all end at the same event time: one that ended
+earlier would go quiet while the others' events move event time on, and could expire.
 """
 
 from __future__ import annotations
@@ -30,7 +23,6 @@ import heapq
 import json
 import time
 from collections import Counter
-from itertools import groupby
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -59,29 +51,9 @@ def merged_events(runs: list[tuple]) -> list[tuple[int, bytes, bytes]]:
     return list(heapq.merge(*streams, key=lambda event: event[0]))
 
 
-def cut_times(events: list[tuple], truth) -> list[int]:
-    """For each ground-truth begin and end: the first event time of that group from then on."""
-    times_of = {key.decode(): [] for _, key, _ in events}
-    for ts, key, _ in events:
-        times_of[key.decode()].append(ts)
-    cuts = set()
-    for finding in truth:
-        for at in (finding.begins_ms, finding.ends_ms):
-            later = [ts for ts in times_of[finding.group] if at is not None and ts >= at]
-            cuts.update(later[:1])
-    return sorted(cuts)
-
-
-def phases(events: list[tuple], cuts: list[int]) -> list[list[tuple]]:
-    """Events split after each cut time (all events of one millisecond stay together)."""
-    return [list(phase) for _, phase in groupby(
-        events, key=lambda event: sum(event[0] > cut for cut in cuts))]
-
-
-def produce_phase(producer: Producer, topic: str, phase: list[tuple]) -> None:
-    # One flush of records queued under a long linger: one record batch per partition, so no
-    # micro-batch sees half of a group's millisecond.
-    for _, key, value in phase:
+def produce_all(bootstrap: str, topic: str, events: list[tuple]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 100})
+    for _, key, value in events:
         producer.produce(topic, value, key)
     if producer.flush(30):
         raise RuntimeError("scenario events not delivered within 30 s")
@@ -120,12 +92,10 @@ def test_every_scenario_through_broker_and_job_finds_its_ground_truth(
     truth = [f for scenario, _ in runs for f in scenario.ground_truth()]
     assert len({key for _, key, _ in events}) == len(NAMES), "scenario groups are not distinct"
     topic = make_topic(partitions=2)
-    producer = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 1000})
+    produce_all(kafka_bootstrap, topic, events)
     with RunningMonitor(spark, kafka_bootstrap, topic, tmp_path,
                         trigger_interval="100 milliseconds") as monitor:
-        for phase in phases(events, cut_times(events, truth)):
-            produce_phase(producer, topic, phase)
-            monitor.monitor.query.processAllAvailable()
+        monitor.monitor.query.processAllAvailable()
         m = monitor.scrape()
         assert sum(m.series("rebalance_monitor_events_total").values()) == len(events)
         assert m.groups() == {key.decode() for _, key, _ in events}
