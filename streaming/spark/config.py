@@ -31,6 +31,7 @@ class JobConfig:
     watermark_delay: str = "30 seconds"
     session_timeout_ms: int = 120_000
     kafka_session_timeout_ms: int = 45_000
+    reorder_window_ms: int = 10_000
     client_metrics: bool = True
     max_client_series: int = 500
     shuffle_partitions: int = 8
@@ -39,7 +40,8 @@ class JobConfig:
 
     def step_config(self) -> StepConfig:
         return StepConfig(session_timeout_ms=self.session_timeout_ms,
-                          kafka_session_timeout_ms=self.kafka_session_timeout_ms)
+                          kafka_session_timeout_ms=self.kafka_session_timeout_ms,
+                          reorder_window_ms=self.reorder_window_ms)
 
     def producer_options(self) -> dict[str, str]:
         """confluent-kafka settings for the findings and dead-letter producer."""
@@ -90,6 +92,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=int(_env("session-timeout-ms", JobConfig.session_timeout_ms)))
     add("--kafka-session-timeout-ms", type=int,
         default=int(_env("kafka-session-timeout-ms", JobConfig.kafka_session_timeout_ms)))
+    add("--reorder-window-ms", type=int,
+        default=int(_env("reorder-window-ms", JobConfig.reorder_window_ms)),
+        help="events this far behind a group's newest event are put back in order exactly; "
+             "smaller is cheaper, later events merge with newer facts winning")
     add("--client-metrics", type=_bool, default=_bool(_env("client-metrics", "on")),
         help="export rebalance_client_queues per client (on/off)")
     add("--max-client-series", type=int,
@@ -116,6 +122,6 @@ def config_from_args(args: argparse.Namespace) -> JobConfig:
         trigger_interval=args.trigger_interval, watermark_delay=args.watermark_delay,
         session_timeout_ms=args.session_timeout_ms,
         kafka_session_timeout_ms=args.kafka_session_timeout_ms,
-        client_metrics=args.client_metrics, max_client_series=args.max_client_series,
+        reorder_window_ms=args.reorder_window_ms, client_metrics=args.client_metrics, max_client_series=args.max_client_series,
         shuffle_partitions=args.shuffle_partitions, state_store=args.state_store,
     )

@@ -123,7 +123,8 @@ def run(bootstrap: str, args) -> None:
     config = JobConfig(bootstrap_servers=bootstrap, topic=topic, source="embedded",
                        checkpoint=str(workdir / "checkpoint"), metrics_host="127.0.0.1",
                        metrics_port=0, trigger_interval=args.trigger,
-                       max_offsets_per_trigger=args.max_offsets, shuffle_partitions=args.shuffle)
+                       max_offsets_per_trigger=args.max_offsets, shuffle_partitions=args.shuffle,
+                       reorder_window_ms=args.reorder_window_ms)
     spark = build_session(config, master="local[2]")
     spark.sparkContext.setLogLevel("ERROR")
     monitor = Monitor(config, spark)
@@ -143,6 +144,10 @@ def run(bootstrap: str, args) -> None:
         finally:
             stop.set()
             load.join()
+        recent = [p for p in monitor.query.recentProgress if p["numInputRows"] > 0][-5:]
+        print("last batches (rows, ms by phase):", [
+            (p["numInputRows"], {k: v for k, v in p["durationMs"].items() if v >= 50})
+            for p in recent])
         p50 = statistics.median(latencies)
         p99 = statistics.quantiles(latencies, n=100, method="inclusive")[98] if len(latencies) > 1 else latencies[0]
         print(f"detection latency over {len(latencies)} probes with {args.background_rate:,}/s "
@@ -164,6 +169,7 @@ def main() -> None:
     parser.add_argument("--trigger", default="1 second")
     parser.add_argument("--max-offsets", type=int, default=100_000)
     parser.add_argument("--probes", type=int, default=30)
+    parser.add_argument("--reorder-window-ms", type=int, default=10_000)
     parser.add_argument("--background-rate", type=int, default=2_000)
     args = parser.parse_args()
     print("machine:", describe_machine())

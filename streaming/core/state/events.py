@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -169,13 +170,16 @@ def _parse_ts_text(text: str) -> int:
     return (moment - _EPOCH) // timedelta(milliseconds=1)
 
 
+_CONTROL_CHARACTER = re.compile("[\x00-\x1f\x7f]")
+
+
 def _name(value, what: str) -> str:
     if not isinstance(value, str):
         raise _Reject("wrong_type", f"{what} must be a string")
     if not value:
         raise _Reject("missing_group" if what.startswith("group") else "bad_value",
                       f"{what} is empty")
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+    if _CONTROL_CHARACTER.search(value):
         raise _Reject("bad_value", f"{what} contains a control character")
     return value
 
@@ -246,7 +250,7 @@ def _heartbeat(obj: Mapping, system: str) -> dict:
     generation = obj.get("generation")
     return dict(
         client_id=client_id, topics=topics, strategy=strategy,
-        strategy_params=json.loads(json.dumps(params, sort_keys=True)),
+        strategy_params=json.loads(json.dumps(params, sort_keys=True)) if params else {},
         message_model=model, shared=shared, address=_str(obj, "address"),
         broker=_str(obj, "broker"), view_clients=view_clients, view_queues=view_queues,
         owned=_owned(obj.get("owned"), system),
