@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from streaming import cli
+from tests.unit.conformance_vectors import CONFORMANCE
 
 pytestmark = pytest.mark.unit
 
-CONFORMANCE = Path(__file__).resolve().parents[2].parent / "shared" / "conformance"
 ROCKETMQ = CONFORMANCE / "rocketmq_allocate.jsonl"
 KAFKA = CONFORMANCE / "kafka_assign.jsonl"
 

@@ -7,33 +7,22 @@ order, which needs java.util.HashMap iteration order reproduced.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
 from streaming.core.allocation.kafka import ASSIGNORS, KafkaMember, assign
+from tests.unit.conformance_vectors import load_cases
 
 pytestmark = pytest.mark.unit
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
-VECTORS = SHARED / "conformance" / "kafka_assign.jsonl"
 
 # Cases whose exact Java list order we do not reproduce, with the reason. Contents must still
 # match for these. Empty: all 152 public cases match in exact order.
 KNOWN_ORDER_DIFFERENCES: dict[str, str] = {}
 
 
-def _load_cases() -> list[dict]:
-    if not VECTORS.is_file():
-        # Not a skip: CI clones the repository with shared/ beside it, so absence is a failure.
-        raise FileNotFoundError(f"conformance vectors missing: {VECTORS}")
-    with VECTORS.open(encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
-
-
-CASES = _load_cases()
+CASES = load_cases("kafka_assign.jsonl")
 
 
 def _members(case: dict) -> list[KafkaMember]:

@@ -6,9 +6,6 @@ errors must match as text.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
 from streaming.core.allocation import (
@@ -18,22 +15,12 @@ from streaming.core.allocation import (
     sort_client_ids,
     sort_queues,
 )
+from tests.unit.conformance_vectors import load_cases
 
 pytestmark = pytest.mark.unit
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
-VECTORS = SHARED / "conformance" / "rocketmq_allocate.jsonl"
 
-
-def _load_cases() -> list[dict]:
-    if not VECTORS.is_file():
-        # Not a skip: CI clones the repository with shared/ beside it, so absence is a failure.
-        raise FileNotFoundError(f"conformance vectors missing: {VECTORS}")
-    with VECTORS.open(encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
-
-
-CASES = _load_cases()
+CASES = load_cases("rocketmq_allocate.jsonl")
 
 
 def _queues(case: dict) -> list[tuple[str, str, int]]:
