@@ -16,7 +16,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -94,9 +94,10 @@ class SnapshotStore:
         with self._lock:
             self._groups.pop((system, group), None)
 
-    def update_health(self, health: JobHealth) -> None:
+    def update_health(self, **changes) -> None:
+        """Change some JobHealth fields; the sink and the progress listener each own theirs."""
         with self._lock:
-            self._health = health
+            self._health = replace(self._health, **changes)
 
     def record_finding(self, change: Mapping) -> None:
         """Keep the latest finding records (started / ended) for live views such as the demo."""
@@ -178,7 +179,8 @@ class RebalanceCollector(Collector):
             invalid.add_metric([reason], float(count))
         yield invalid
         yield GaugeMetricFamily("rebalance_monitor_batch_duration_seconds",
-                                "Wall time of the last micro-batch.", value=health.batch_duration_seconds)
+                                "Wall time of the last micro-batch (Spark's triggerExecution).",
+                                value=health.batch_duration_seconds)
         yield GaugeMetricFamily("rebalance_monitor_last_batch_timestamp_seconds",
                                 "Unix time the last micro-batch finished.",
                                 value=health.last_batch_timestamp_seconds)

@@ -23,7 +23,7 @@ import threading
 from prometheus_client import CollectorRegistry
 from pyspark.errors.exceptions.captured import SparkRuntimeException
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from pyspark.sql.streaming.state import GroupStateTimeout
 
 from streaming.core.step import snapshot_of
@@ -44,6 +44,7 @@ from streaming.spark.state_function import OUTPUT_SCHEMA, STATE_SCHEMA, make_sta
 
 log = logging.getLogger("rebalance_monitor.job")
 
+QUERY_NAME = "rebalance_monitor"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
@@ -99,7 +100,7 @@ def start_query(spark: SparkSession, config: JobConfig, sink: BatchSink) -> Stre
     outputs = routed.groupBy("state_key").applyInPandasWithState(
         make_state_function(config.step_config(), config.max_event_bytes), OUTPUT_SCHEMA, STATE_SCHEMA, "update",
         GroupStateTimeout.EventTimeTimeout)
-    return (outputs.writeStream.queryName("rebalance_monitor")
+    return (outputs.writeStream.queryName(QUERY_NAME)
             .option("checkpointLocation", config.checkpoint)
             .outputMode("update")
             .trigger(processingTime=config.trigger_interval)
@@ -111,6 +112,29 @@ def make_producer(config: JobConfig):
     from confluent_kafka import Producer
 
     return Producer({**config.producer_options(), "linger.ms": 20})
+
+
+class ProgressListener(StreamingQueryListener):
+    """Spark's own measure of each micro-batch (all of it, not only our foreachBatch)."""
+
+    def __init__(self, store: SnapshotStore, query_name: str) -> None:
+        self._store = store
+        self._query_name = query_name
+
+    def onQueryStarted(self, event) -> None:
+        pass
+
+    def onQueryProgress(self, event) -> None:
+        progress = event.progress
+        if progress.name == self._query_name:
+            seconds = progress.durationMs.get("triggerExecution", 0) / 1000.0
+            self._store.update_health(batch_duration_seconds=seconds)
+
+    def onQueryIdle(self, event) -> None:
+        pass
+
+    def onQueryTerminated(self, event) -> None:
+        pass
 
 
 class Monitor:
@@ -136,11 +160,14 @@ class Monitor:
         self.metrics.start()
         log.info("metrics on %s:%s, %d groups restored from the checkpoint",
                  self.config.metrics_host, self.metrics.port, restored)
+        self._listener = ProgressListener(self.store, QUERY_NAME)
+        self.spark.streams.addListener(self._listener)
         self.query = start_query(self.spark, self.config, self._sink)
 
     def stop(self) -> None:
         if self.query is not None:
             self.query.stop()
+            self.spark.streams.removeListener(self._listener)
         if self._sink is not None:
             self._sink.close()
         self.metrics.stop()

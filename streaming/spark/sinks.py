@@ -14,7 +14,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from streaming.exporter import JobHealth, SnapshotStore
+from streaming.exporter import SnapshotStore
 from streaming.spark.checkpoint_files import TextFile, checkpoint_child
 from streaming.spark.state_function import COUNTS, DEAD_LETTER, FINDING, REMOVED, SNAPSHOT
 
@@ -61,7 +61,7 @@ class BatchSink:
         self._producer = producer  # confluent_kafka.Producer or anything with produce/flush
         self._findings_topic = findings_topic
         self._dead_letter_topic = dead_letter_topic
-        self._publish_health(0.0)
+        self._publish_health()
 
     def close(self) -> None:
         """Flush what was produced and let go of the producer (its client closes with it)."""
@@ -70,9 +70,8 @@ class BatchSink:
             self._producer = None
 
     def __call__(self, batch_df, batch_id: int) -> None:
-        started = time.time()
         self.apply_rows(batch_df.collect(), batch_id)
-        self._publish_health(time.time() - started)
+        self._publish_health(time.time())
 
     def apply_rows(self, rows, batch_id: int) -> None:
         first_time = batch_id > self._counters.batch_id
@@ -108,11 +107,10 @@ class BatchSink:
             self._counters.events.update(counts.get("events", {}))
             self._counters.invalid.update(counts.get("invalid", {}))
 
-    def _publish_health(self, duration: float) -> None:
-        self._store.update_health(JobHealth(
-            events_total=dict(self._counters.events),
-            invalid_events_total=dict(self._counters.invalid),
-            batch_duration_seconds=duration,
-            last_batch_timestamp_seconds=time.time() if duration else 0.0,
-            max_event_time_ms=self._counters.max_event_time_ms,
-        ))
+    def _publish_health(self, finished_at: float | None = None) -> None:
+        changes = dict(events_total=dict(self._counters.events),
+                       invalid_events_total=dict(self._counters.invalid),
+                       max_event_time_ms=self._counters.max_event_time_ms)
+        if finished_at is not None:
+            changes["last_batch_timestamp_seconds"] = finished_at
+        self._store.update_health(**changes)

@@ -88,6 +88,9 @@ def test_seed_scenarios_appear_on_metrics_with_exact_values(spark, kafka_bootstr
 
         assert m.value("rebalance_monitor_events_total", type="heartbeat") == 16
         assert m.value("rebalance_monitor_events_total", type="route") == 7
+        # Spark's own batch duration arrives through the progress listener, asynchronously.
+        m = monitor.wait_for(lambda m: (m.value("rebalance_monitor_batch_duration_seconds") or 0) > 0)
+        assert m.value("rebalance_monitor_last_batch_timestamp_seconds") > 1.7e9
 
 
 def test_broker_crash_conflicts_begin_and_end(spark, kafka_bootstrap, make_topic, tmp_path):

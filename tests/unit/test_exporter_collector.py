@@ -1,7 +1,7 @@
 import pytest
 from prometheus_client import CollectorRegistry
 
-from streaming.exporter import ClientSeriesPolicy, JobHealth, RebalanceCollector, SnapshotStore
+from streaming.exporter import ClientSeriesPolicy, RebalanceCollector, SnapshotStore
 
 pytestmark = pytest.mark.unit
 
@@ -47,7 +47,7 @@ def test_group_series_carry_snapshot_values():
 def test_conflict_age_uses_the_jobs_event_time_clock():
     store = SnapshotStore()
     store.replace_group(snapshot())
-    store.update_health(JobHealth(max_event_time_ms=16_000))
+    store.update_health(max_event_time_ms=16_000)
     reg = registry_for(store)
     assert reg.get_sample_value("rebalance_conflict_age_seconds", {"system": "rocketmq", "group": "g"}) == 12.0
     store.replace_group(snapshot(conflict_since_ms=None))
@@ -80,9 +80,9 @@ def test_client_series_can_be_capped_or_switched_off():
 
 def test_health_series():
     store = SnapshotStore()
-    store.update_health(JobHealth(events_total={"heartbeat": 7}, invalid_events_total={"not_json": 2},
-                                  batch_duration_seconds=0.5, last_batch_timestamp_seconds=15.0,
-                                  max_event_time_ms=12_000))
+    store.update_health(events_total={"heartbeat": 7}, invalid_events_total={"not_json": 2},
+                        batch_duration_seconds=0.5, last_batch_timestamp_seconds=15.0,
+                        max_event_time_ms=12_000)
     reg = registry_for(store)
     assert reg.get_sample_value("rebalance_monitor_events_total", {"type": "heartbeat"}) == 7
     assert reg.get_sample_value("rebalance_monitor_invalid_events_total", {"reason": "not_json"}) == 2
