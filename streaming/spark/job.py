@@ -54,7 +54,8 @@ def build_session(config: JobConfig, master: str | None = None) -> SparkSession:
     builder = SparkSession.builder.appName("rebalance-monitor")
     if master:
         builder = builder.master(master)
-    elif not os.environ.get("SPARK_HOME") and "spark.master" not in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
+    elif "PYSPARK_GATEWAY_PORT" not in os.environ:
+        # Not launched by spark-submit (which hands over its JVM and its --master): run locally.
         builder = builder.master("local[*]")
     builder = (builder.config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
                .config("spark.ui.showConsoleProgress", "false"))

@@ -27,21 +27,24 @@ def make_state_function(config: StepConfig, max_event_bytes: int = 1 << 20):
     def apply_group(key, batches: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
         state_key = key[0]
         if state.hasTimedOut:
-            output = step(state.get[0], [], watermark_ms=_watermark(state), config=config)
-            yield _frame(state_key, _step_rows(state_key, output))
-            _store(state, output, config)
+            yield _frame(state_key, _advance(state_key, state, [], config))
             return
         events, dead, counts = _decode(state_key, batches, max_event_bytes)
-        rows = [_dead_letter_row(state_key, raw, reason) for raw, reason in dead]
+        rows = [(state_key, DEAD_LETTER, reason, raw) for raw, reason in dead]
         if state_key != UNROUTABLE_KEY and events:
-            blob = state.get[0] if state.exists else None
-            output = step(blob, events, watermark_ms=_watermark(state), config=config)
-            rows.extend(_step_rows(state_key, output))
-            _store(state, output, config)
+            rows.extend(_advance(state_key, state, events, config))
         rows.append((state_key, COUNTS, None, json.dumps(counts).encode()))
         yield _frame(state_key, rows)
 
     return apply_group
+
+
+def _advance(state_key: str, state, events: list, config: StepConfig) -> list[tuple]:
+    """One core step from the stored blob (none for a new group); store it; its output rows."""
+    blob = state.get[0] if state.exists else None
+    output = step(blob, events, watermark_ms=_watermark(state), config=config)
+    _store(state, output, config)
+    return _step_rows(state_key, output)
 
 
 def _decode(state_key: str, batches: Iterator[pd.DataFrame], max_event_bytes: int):
@@ -76,10 +79,6 @@ def _step_rows(state_key: str, output: StepOutput) -> list[tuple]:
     elif output.blob is None:
         rows.append((state_key, REMOVED, None, b"{}"))
     return rows
-
-
-def _dead_letter_row(state_key: str, raw: bytes, reason: str) -> tuple:
-    return (state_key, DEAD_LETTER, reason, raw)
 
 
 def _store(state, output: StepOutput, config: StepConfig) -> None:

@@ -99,10 +99,7 @@ class RunningMonitor:
             scrape = self.scrape()
         return scrape
 
-    def wait_until_caught_up(self, timeout: float = 90.0) -> None:
-        """Wait until the query has processed everything in the topic."""
-        query = self.monitor.query
-        deadline = time.monotonic() + timeout
-        query.processAllAvailable()
-        if time.monotonic() > deadline:
-            raise AssertionError("query did not catch up")
+    def catch_up(self) -> Scrape:
+        """Block until the query has processed everything in the topic; then scrape."""
+        self.monitor.query.processAllAvailable()
+        return self.scrape()

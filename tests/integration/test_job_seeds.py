@@ -61,8 +61,7 @@ def test_seed_scenarios_appear_on_metrics_with_exact_values(spark, kafka_bootstr
         m = monitor.wait_for(lambda m: m.groups() >= {"g-skew", "g-433", "g-gap", "g-shared", "g-mixed"}
                              and m.value("rebalance_group_members", **labels("g-mixed")) == 3
                              and m.value("rebalance_group_members", **labels("g-shared")) == 3)
-        monitor.monitor.query.processAllAvailable()
-        m = monitor.scrape()
+        m = monitor.catch_up()
         assert m.value("rebalance_group_members", **labels("g-skew")) == 4
         assert m.value("rebalance_skew_ratio", **labels("g-skew")) == 2.0
         assert m.value("rebalance_idle_clients", **labels("g-skew")) == 2

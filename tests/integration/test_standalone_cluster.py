@@ -86,7 +86,7 @@ def local_mode_metrics(spark, bootstrap: str, topic: str, workdir: Path) -> dict
     with RunningMonitor(spark, bootstrap, topic, workdir) as monitor:
         monitor.wait_for(lambda m: m.groups() >= SEED_GROUPS
                          and m.value("rebalance_monitor_events_total", type="heartbeat") == 16)
-        monitor.monitor.query.processAllAvailable()
+        monitor.catch_up()
         return comparable(monitor.scrape())
 
 
