@@ -13,12 +13,16 @@ from collections.abc import Iterator
 
 import pandas as pd
 
-from streaming.core.state.events import Invalid, parse_event
+from streaming.core.state.events import EventParser, Invalid
 from streaming.core.step import StepConfig, StepOutput, step
 from streaming.spark.parse import UNROUTABLE_KEY
 
 STATE_SCHEMA = "blob binary"
 OUTPUT_SCHEMA = "state_key string, kind string, reason string, payload binary"
+
+# One per Python worker process: workers are reused across tasks and micro-batches, so a client's
+# repeated heartbeat is fully parsed once per worker.
+_PARSER = EventParser()
 
 SNAPSHOT, REMOVED, FINDING, DEAD_LETTER, COUNTS = "snapshot", "removed", "finding", "dead_letter", "counts"
 
@@ -54,7 +58,7 @@ def _decode(state_key: str, batches: Iterator[pd.DataFrame], max_event_bytes: in
     for frame in batches:
         for value, offset in zip(frame["value"], frame["offset"], strict=True):
             raw = bytes(value) if value is not None else b""
-            parsed = parse_event(raw) if len(raw) <= max_event_bytes else Invalid("oversized", "")
+            parsed = _PARSER.parse(raw) if len(raw) <= max_event_bytes else Invalid("oversized", "")
             if isinstance(parsed, Invalid):
                 dead.append((raw, parsed.reason))
                 invalid[parsed.reason] += 1

@@ -1,0 +1,82 @@
+"""EventParser: the remembering parser always answers what parse_event answers."""
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streaming.core.state import events as events_module
+from streaming.core.state.events import EventParser, parse_event
+from tests.unit.state_helpers import T0
+
+pytestmark = pytest.mark.unit
+
+HEARTBEAT = {"type": "heartbeat", "ts": T0, "group": "g", "client_id": "c@1", "topics": ["T"],
+             "strategy": "AVG", "address": "10.0.0.1:1"}
+
+
+def _with_ts_text(raw: bytes, old: int, new: str) -> bytes:
+    return raw.replace(str(old).encode(), new.encode(), 1)
+
+
+def test_a_repeated_heartbeat_is_parsed_once(monkeypatch):
+    calls = []
+    full = events_module.parse_event
+    monkeypatch.setattr(events_module, "parse_event", lambda raw: calls.append(raw) or full(raw))
+    parser = EventParser()
+    raw = json.dumps(HEARTBEAT).encode()
+    for k in range(50):
+        moved = _with_ts_text(raw, T0, str(T0 + k))
+        assert parser.parse(moved) == full(moved)
+    assert len(calls) == 1 and len(parser) == 1
+
+
+@pytest.mark.parametrize("text", [
+    # a nested "ts" and no top-level epoch ms: the nested number must not be taken for the ts
+    '{"type":"route","ts":"2023-11-14T22:13:20Z","group":"g","topic":"T","brokers":{"ts":%s}}',
+    # a key that ends in ts: the quote before ts is escaped
+    '{"type":"route","ts":"2023-11-14T22:13:20Z","group":"g","topic":"T","a\\"ts":%s,"brokers":{"b":1}}',
+    # two top-level ts (JSON keeps the last)
+    '{"type":"unregister","ts":%s,"group":"g","client_id":"c","ts":1700000000000}',
+    # ts after a nested value
+    '{"type":"heartbeat","group":"g","client_id":"c","topics":["T"],"strategy":"AVG","ts":%s}',
+    # spaces around the member
+    '{ "type" : "unregister" , "ts" :  %s , "group" : "g" , "client_id" : "c" }',
+])
+def test_tricky_texts_equal_the_full_parse(text):
+    parser = EventParser()
+    for ts in ("1700000000000", "1700000000001", "5", "01700000000000", "1700000000000.5",
+               "-1700000000000", "99999999999999999999", "1700000000002", "1700000000000e0"):
+        raw = (text % ts).encode()
+        assert parser.parse(raw) == parse_event(raw), raw
+
+
+KEYS = st.sampled_from(["type", "ts", "group", "groups", "client_id", "topics", "strategy",
+                        "brokers", "topic", "view", "address", "v", "system", "a\"ts"])
+SCALARS = st.one_of(
+    st.sampled_from(["heartbeat", "route", "unregister", "g", "AVG", "T", "c@1", "rocketmq",
+                     "2023-11-14T22:13:20Z"]),
+    st.integers(min_value=-5, max_value=T0 + 10), st.just(T0), st.booleans(), st.none())
+VALUES = st.recursive(SCALARS, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.dictionaries(KEYS, inner, max_size=3)), max_leaves=6)
+
+
+@settings(max_examples=400, deadline=None)
+@given(body=st.dictionaries(KEYS, VALUES, max_size=8),
+       separators=st.sampled_from([(",", ":"), (", ", ": "), (" ,", " : ")]),
+       new_ts=st.sampled_from([T0, T0 + 1, 0, 1, -T0, 10**19]))
+def test_any_object_and_its_ts_twins_parse_as_parse_event(body, separators, new_ts):
+    parser = EventParser()
+    raw = json.dumps(body, separators=separators).encode()
+    twin = json.dumps({**body, "ts": new_ts} if "ts" in body else body,
+                      separators=separators).encode()
+    for text in (raw, twin, raw, twin):
+        assert parser.parse(text) == parse_event(text), text
+
+
+def test_a_full_cache_starts_again():
+    parser = EventParser(max_entries=2)
+    for client in ("a", "b", "c"):
+        parser.parse(json.dumps({**HEARTBEAT, "client_id": client}).encode())
+    assert len(parser) == 1
