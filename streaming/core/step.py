@@ -99,9 +99,11 @@ def step(blob: bytes | None, events: Sequence[tuple[Event, int]], *,
         stored = Stored(state, [], -(2**62), {}, -(2**62))
     else:
         stored = decode(blob)
-    stored.settled.session_timeout_ms = config.timeout_for(stored.settled.system)
+    timeout = stored.settled.session_timeout_ms = config.timeout_for(stored.settled.system)
     cursor = (stored.now, stored.now_offset)
-    view, (settled, pending, horizon) = _advance(stored, events, watermark_ms, config, cursor)
+    in_order = _in_order(stored, events) and stored.view.session_timeout_ms == timeout
+    advance = _advance_in_order if in_order else _advance
+    view, (settled, pending, horizon) = advance(stored, events, watermark_ms, config, cursor)
     current = findings_of(view)
     now = view.now
     open_now = {f.identity: view.since.get(f.identity, now) for f in current.findings}
@@ -112,7 +114,7 @@ def step(blob: bytes | None, events: Sequence[tuple[Event, int]], *,
         changes += fnd.diff(open_now, {}, {}, view.group, view.system, now)
         return StepOutput(None, None, changes)
     reached = max(cursor, (now, -1), *((e.ts, o) for e, o in pending[-1:]))
-    new_blob = encode(Stored(settled, pending, horizon, open_now, *reached))
+    new_blob = encode(Stored(settled, pending, horizon, open_now, *reached, view=view))
     return StepOutput(new_blob, fnd.snapshot(view, current), changes)
 
 
@@ -153,6 +155,40 @@ def _advance(stored: Stored, events, watermark_ms, config, cursor):
     settled = render_state(state)        # rendered now: the replay below goes on mutating it
     view = _replay(state, window[cut:], now)
     return view, (settled, window[cut:], horizon)
+
+
+def _in_order(stored: Stored, events) -> bool:
+    """True when every event sorts after the stored window and at or after its `now`: then the
+    replay would repeat, step for step, what the stored view already is (expiry runs deadline by
+    deadline, so where earlier steps paused does not matter)."""
+    if stored.view is None or not events:
+        return False
+    first = min(events, key=_order)
+    last_pending = stored.pending[-1] if stored.pending else None
+    return first[0].ts >= stored.now and (last_pending is None or _order(first) > _order(last_pending))
+
+
+def _advance_in_order(stored: Stored, events, watermark_ms, config, cursor):
+    """`_advance` for in-order events without the window replay: the new events go onto the
+    stored view, and only the events that leave the window go onto the settled state."""
+    state, view = stored.settled, stored.view
+    new = sorted(events, key=_order)
+    window = [*stored.pending, *new]
+    clock = max([state.clock, *(e.ts for e, _ in window)])
+    now = max(clock, watermark_ms or 0, state.now, stored.now)
+    horizon = max(stored.horizon, clock - config.reorder_window_ms,
+                  watermark_ms if watermark_ms is not None else -(2**62))
+    cut = next((i for i, (e, _) in enumerate(window) if e.ts >= horizon), len(window))
+    state.claims_cache = claims_of(state)
+    _replay(state, window[:cut], horizon - 1)
+    forget_tombstones(state, horizon)
+    view.claims_cache = claims_of(view)
+    view.log, view.log_after = [], cursor
+    new_cut = max(0, cut - len(stored.pending))
+    _replay(view, new[:new_cut], horizon - 1)
+    forget_tombstones(view, horizon)
+    _replay(view, new[new_cut:], now)
+    return view, (render_state(state), window[cut:], horizon)
 
 
 def _replay(state: GroupState, items, until: int) -> GroupState:

@@ -45,6 +45,9 @@ class Stored:
     published: dict[tuple, int]
     now: int
     now_offset: int = -1
+    # The state after `pending`, expired up to `now` (what the last step showed); None in blobs
+    # written before it existed. Lets a step whose events all come after it skip the replay.
+    view: GroupState | str | None = None
 
 
 def render_state(state: GroupState) -> str:
@@ -58,6 +61,9 @@ def encode(stored: Stored) -> bytes:
             "n": stored.now, "o": stored.now_offset, "f": _since_out(stored.published)}
     state_text = settled if isinstance(settled, str) else render_state(settled)
     text = '{"s":' + state_text + "," + _dumps(rest)[1:]
+    if stored.view is not None:
+        view = stored.view
+        text = text[:-1] + ',"w":' + (view if isinstance(view, str) else render_state(view)) + "}"
     return bytes([VERSION]) + zlib.compress(text.encode("utf-8", "surrogatepass"), 6)
 
 
@@ -73,7 +79,8 @@ def decode(blob: bytes) -> Stored:
     try:
         body = json.loads(zlib.decompress(blob[1:]).decode("utf-8", "surrogatepass"))
         return Stored(_state_in(body["s"]), [(_event_in(e), o) for o, e in body["p"]],
-                      body["h"], _since_in(body["f"]), body["n"], body.get("o", _ALL_PUBLISHED))
+                      body["h"], _since_in(body["f"]), body["n"], body.get("o", _ALL_PUBLISHED),
+                      _state_in(body["w"]) if "w" in body else None)
     except (zlib.error, ValueError, KeyError, TypeError, IndexError) as error:
         raise CodecError(f"corrupt state blob (version {VERSION}): {error}") from error
 
