@@ -34,7 +34,7 @@ class JobConfig:
     reorder_window_ms: int = 10_000
     client_metrics: bool = True
     max_client_series: int = 500
-    shuffle_partitions: int = 8
+    shuffle_partitions: int | None = None   # None: the cores Spark has when the job starts
     state_store: str = "rocksdb"  # rocksdb | hdfs
     max_event_bytes: int = 1 << 20
 
@@ -101,9 +101,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--max-client-series", type=int,
         default=int(_env("max-client-series", JobConfig.max_client_series)),
         help="cap on rebalance_client_queues series per group")
-    add("--shuffle-partitions", type=int,
-        default=int(_env("shuffle-partitions", JobConfig.shuffle_partitions)))
+    add("--shuffle-partitions", type=_positive_or_auto, default=_env("shuffle-partitions", None),
+        help="state partitions (tasks of the stateful stage); default: Spark's default "
+             "parallelism (total cores) when the checkpoint is created")
     add("--state-store", choices=["rocksdb", "hdfs"], default=_env("state-store", "rocksdb"))
+
+
+def _positive_or_auto(text) -> int | None:
+    if text is None or str(text).lower() == "auto":
+        return None
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be a positive number or auto")
+    return value
 
 
 def config_from_args(args: argparse.Namespace) -> JobConfig:
@@ -123,5 +133,5 @@ def config_from_args(args: argparse.Namespace) -> JobConfig:
         session_timeout_ms=args.session_timeout_ms,
         kafka_session_timeout_ms=args.kafka_session_timeout_ms,
         reorder_window_ms=args.reorder_window_ms, client_metrics=args.client_metrics, max_client_series=args.max_client_series,
-        shuffle_partitions=args.shuffle_partitions, state_store=args.state_store,
+        shuffle_partitions=_positive_or_auto(args.shuffle_partitions), state_store=args.state_store,
     )

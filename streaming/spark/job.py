@@ -57,11 +57,17 @@ def build_session(config: JobConfig, master: str | None = None) -> SparkSession:
     elif "PYSPARK_GATEWAY_PORT" not in os.environ:
         # Not launched by spark-submit (which hands over its JVM and its --master): run locally.
         builder = builder.master("local[*]")
-    builder = (builder.config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
-               .config("spark.ui.showConsoleProgress", "false"))
+    builder = builder.config("spark.ui.showConsoleProgress", "false")
+    if config.shuffle_partitions is not None:
+        builder = builder.config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
     if config.state_store == "rocksdb":
         builder = builder.config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
-    return builder.getOrCreate()
+    spark = builder.getOrCreate()
+    if config.shuffle_partitions is None:
+        # Each state partition is one task per batch with a fixed cost (a state store commit, a
+        # Python round trip), so more partitions than cores only add to every batch's duration.
+        spark.conf.set("spark.sql.shuffle.partitions", str(spark.sparkContext.defaultParallelism))
+    return spark
 
 
 def source_config(config: JobConfig) -> SourceConfig:
