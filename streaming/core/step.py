@@ -58,7 +58,7 @@ from dataclasses import dataclass
 from itertools import repeat
 
 from streaming.core import findings as fnd
-from streaming.core.state.codec import Stored, decode, encode, render_state
+from streaming.core.state.codec import Stored, StoredBody, decode, decode_body, encode, render_state
 from streaming.core.state.events import Event
 from streaming.core.state.group import (
     Change,
@@ -98,24 +98,35 @@ def step(blob: bytes | None, events: Sequence[tuple[Event, int]], *,
         state = GroupState(first.group, first.system, config.timeout_for(first.system))
         stored = Stored(state, [], -(2**62), {}, -(2**62))
     else:
-        stored = decode(blob)
+        body = decode_body(blob)
+        within = _step_within_window(body, events, watermark_ms, config)
+        if within is not None:
+            return within
+        stored = body.stored()
     timeout = stored.settled.session_timeout_ms = config.timeout_for(stored.settled.system)
     cursor = (stored.now, stored.now_offset)
     in_order = _in_order(stored, events) and stored.view.session_timeout_ms == timeout
     advance = _advance_in_order if in_order else _advance
     view, (settled, pending, horizon) = advance(stored, events, watermark_ms, config, cursor)
+    return _conclude(view, stored.published, cursor, Stored(settled, pending, horizon, {}, 0))
+
+
+def _conclude(view: GroupState, published: dict, cursor: tuple[int, int],
+              kept: Stored) -> StepOutput:
+    """Findings of the view, the transitions to publish after `cursor`, the new blob (`kept`
+    gives its settled state and window)."""
     current = findings_of(view)
     now = view.now
     open_now = {f.identity: view.since.get(f.identity, now) for f in current.findings}
     by_identity = {f.identity: f for f in current.findings}
-    changes = fnd.publish(stored.published, view.log, open_now, by_identity, view.group,
-                          view.system, stored.now)
+    changes = fnd.publish(published, view.log, open_now, by_identity, view.group,
+                          view.system, cursor[0])
     if not view.members and now > view.clock + view.session_timeout_ms:
         changes += fnd.diff(open_now, {}, {}, view.group, view.system, now)
         return StepOutput(None, None, changes)
-    reached = max(cursor, (now, -1), *((e.ts, o) for e, o in pending[-1:]))
-    new_blob = encode(Stored(settled, pending, horizon, open_now, *reached, view=view))
-    return StepOutput(new_blob, fnd.snapshot(view, current), changes)
+    reached = max(cursor, (now, -1), *((e.ts, o) for e, o in kept.pending[-1:]))
+    kept.published, (kept.now, kept.now_offset), kept.view = open_now, reached, view
+    return StepOutput(encode(kept), fnd.snapshot(view, current), changes)
 
 
 def snapshot_of(blob: bytes) -> dict:
@@ -147,14 +158,44 @@ def _advance(stored: Stored, events, watermark_ms, config, cursor):
                     key=_order)
     clock = max([state.clock, *(e.ts for e, _ in window)])
     now = max(clock, watermark_ms or 0, state.now, stored.now)
-    horizon = max(stored.horizon, clock - config.reorder_window_ms,
-                  watermark_ms if watermark_ms is not None else -(2**62))
+    horizon = _next_horizon(stored.horizon, clock, watermark_ms, config.reorder_window_ms)
     cut = next((i for i, (e, _) in enumerate(window) if e.ts >= horizon), len(window))
     _replay(state, window[:cut], horizon - 1)
     forget_tombstones(state, horizon)
     settled = render_state(state)        # rendered now: the replay below goes on mutating it
     view = _replay(state, window[cut:], now)
     return view, (settled, window[cut:], horizon)
+
+
+def _step_within_window(body: StoredBody, events, watermark_ms, config) -> StepOutput | None:
+    """The step when its events all come after the stored view and the window's lower edge stays
+    where it is: the new events go onto the view, the settled state and the stored window are
+    kept as they are (not even converted). None when that does not hold."""
+    if not events or body.view_session_timeout_ms() != config.timeout_for(body.system()):
+        return None
+    new = sorted(events, key=_order)
+    last = body.last_pending()
+    if new[0][0].ts < body.now or (last is not None and _order(new[0]) <= last):
+        return None
+    settled_clock, settled_now = body.settled_clock_and_now()
+    clock = max(settled_clock, *body.pending_times(), *(e.ts for e, _ in new))
+    horizon = _next_horizon(body.horizon, clock, watermark_ms, config.reorder_window_ms)
+    if horizon != body.horizon:
+        return None
+    view = body.view()
+    view.claims_cache = claims_of(view)
+    cursor = (body.now, body.now_offset)
+    view.log, view.log_after = [], cursor
+    _replay(view, new, max(clock, watermark_ms or 0, settled_now, body.now))
+    kept = Stored(body.settled_text(), new, horizon, {}, 0, pending_raw=body.pending_raw())
+    return _conclude(view, body.published(), cursor, kept)
+
+
+def _next_horizon(current: int, clock: int, watermark_ms: int | None, window_ms: int) -> int:
+    """The window's lower edge: `window_ms` behind the clock (or at the watermark, if later),
+    moved only in steps of at least `window_ms`, so that most steps keep the settled state."""
+    wanted = max(clock - window_ms, watermark_ms if watermark_ms is not None else -(2**62))
+    return wanted if wanted >= current + window_ms else current
 
 
 def _in_order(stored: Stored, events) -> bool:
@@ -176,9 +217,11 @@ def _advance_in_order(stored: Stored, events, watermark_ms, config, cursor):
     window = [*stored.pending, *new]
     clock = max([state.clock, *(e.ts for e, _ in window)])
     now = max(clock, watermark_ms or 0, state.now, stored.now)
-    horizon = max(stored.horizon, clock - config.reorder_window_ms,
-                  watermark_ms if watermark_ms is not None else -(2**62))
+    horizon = _next_horizon(stored.horizon, clock, watermark_ms, config.reorder_window_ms)
     cut = next((i for i, (e, _) in enumerate(window) if e.ts >= horizon), len(window))
+    if cut > len(stored.pending):
+        # New events leave the window too: the replay applies each event once, this way twice.
+        return _advance(stored, events, watermark_ms, config, cursor)
     state.claims_cache = claims_of(state)
     _replay(state, window[:cut], horizon - 1)
     forget_tombstones(state, horizon)

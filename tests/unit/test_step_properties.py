@@ -243,7 +243,7 @@ def test_continuing_from_the_stored_view_equals_the_full_replay(case, watermark_
     for index, (start, end) in enumerate(zip(bounds, bounds[1:], strict=False)):
         batch = items[start:end]
         shift = watermark_shifts[index]
-        watermark = None if shift is None else max(e.ts for e, _ in batch) + shift
+        watermark = None if shift is None or not batch else max(e.ts for e, _ in batch) + shift
         fast = step(blob, batch, watermark_ms=watermark, config=CONFIG)
         full = step(_without_view(blob), batch, watermark_ms=watermark, config=CONFIG)
         assert (fast.changes, fast.snapshot) == (full.changes, full.snapshot)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 from streaming.core.state.events import Event, Queue2
 from streaming.core.state.group import GroupState, Member
@@ -48,6 +48,8 @@ class Stored:
     # The state after `pending`, expired up to `now` (what the last step showed); None in blobs
     # written before it existed. Lets a step whose events all come after it skip the replay.
     view: GroupState | str | None = None
+    # Window events still in their stored JSON form ([offset, event]), before `pending`.
+    pending_raw: list = field(default_factory=list)
 
 
 def render_state(state: GroupState) -> str:
@@ -57,7 +59,8 @@ def render_state(state: GroupState) -> str:
 
 def encode(stored: Stored) -> bytes:
     settled = stored.settled
-    rest = {"p": [[o, _event_out(e)] for e, o in stored.pending], "h": stored.horizon,
+    pending = [*stored.pending_raw, *([o, _event_out(e)] for e, o in stored.pending)]
+    rest = {"p": pending, "h": stored.horizon,
             "n": stored.now, "o": stored.now_offset, "f": _since_out(stored.published)}
     state_text = settled if isinstance(settled, str) else render_state(settled)
     text = '{"s":' + state_text + "," + _dumps(rest)[1:]
@@ -72,16 +75,67 @@ def _dumps(obj) -> str:
 
 
 def decode(blob: bytes) -> Stored:
+    return decode_body(blob).stored()
+
+
+def decode_body(blob: bytes) -> StoredBody:
     if not blob:
         raise CodecError("empty state blob")
     if blob[0] != VERSION:
         raise CodecError(f"unknown state version {blob[0]}; this build reads version {VERSION}")
     try:
         body = json.loads(zlib.decompress(blob[1:]).decode("utf-8", "surrogatepass"))
-        return Stored(_state_in(body["s"]), [(_event_in(e), o) for o, e in body["p"]],
-                      body["h"], _since_in(body["f"]), body["n"], body.get("o", _ALL_PUBLISHED),
-                      _state_in(body["w"]) if "w" in body else None)
+        return StoredBody(body, body["h"], body["n"], body.get("o", _ALL_PUBLISHED))
     except (zlib.error, ValueError, KeyError, TypeError, IndexError) as error:
+        raise CodecError(f"corrupt state blob (version {VERSION}): {error}") from error
+
+
+class StoredBody:
+    """A decoded blob as JSON values; its parts become objects only when asked for, so a step
+    that leaves the settled state and the window as they are never converts them."""
+
+    def __init__(self, body: dict, horizon: int, now: int, now_offset: int) -> None:
+        self.body, self.horizon, self.now, self.now_offset = body, horizon, now, now_offset
+
+    def stored(self) -> Stored:
+        body = self.body
+        return _converted(lambda: Stored(
+            _state_in(body["s"]), [(_event_in(e), o) for o, e in body["p"]], self.horizon,
+            self.published(), self.now, self.now_offset, self.view()))
+
+    def view(self) -> GroupState | None:
+        return _converted(lambda: _state_in(self.body["w"]) if "w" in self.body else None)
+
+    def published(self) -> dict[tuple, int]:
+        return _converted(lambda: _since_in(self.body["f"]))
+
+    def system(self) -> str:
+        return self.body["s"]["y"]
+
+    def view_session_timeout_ms(self) -> int | None:
+        return self.body["w"]["t"] if "w" in self.body else None
+
+    def settled_clock_and_now(self) -> tuple[int, int]:
+        return self.body["s"]["c"], self.body["s"]["n"]
+
+    def pending_times(self) -> list[int]:
+        return [event["ts"] for _, event in self.body["p"]]
+
+    def last_pending(self) -> tuple[int, int] | None:
+        """(ts, offset) of the window's last event."""
+        return (self.body["p"][-1][1]["ts"], self.body["p"][-1][0]) if self.body["p"] else None
+
+    def settled_text(self) -> str:
+        return _dumps(self.body["s"])
+
+    def pending_raw(self) -> list:
+        return self.body["p"]
+
+
+def _converted(make):
+    try:
+        return make()
+    except (ValueError, KeyError, TypeError, IndexError) as error:
         raise CodecError(f"corrupt state blob (version {VERSION}): {error}") from error
 
 
