@@ -56,7 +56,7 @@ def _decode(state_key: str, batches: Iterator[pd.DataFrame], max_event_bytes: in
     events, dead = [], []
     valid, invalid = Counter(), Counter()
     for frame in batches:
-        for value, offset in zip(frame["value"], frame["offset"], strict=True):
+        for value, offset in zip(frame["value"].tolist(), frame["offset"].tolist(), strict=True):
             raw = bytes(value) if value is not None else b""
             parsed = _PARSER.parse(raw) if len(raw) <= max_event_bytes else Invalid("oversized", "")
             if isinstance(parsed, Invalid):
