@@ -16,9 +16,12 @@ Determinism: events are applied one at a time in (ts, offset) order, and the all
 after every event (or session expiry) that changes its inputs, so the history counters and every
 finding's `since` do not depend on how events are cut into batches. Events that arrive late
 but within `reorder_window_ms` of the group's clock (or above the watermark) are put back in their
-place: the blob keeps the settled state before the window plus the window's events, and each step
-replays the window. Events later than that are merged into the settled state at its edge, where a
-newer fact of the same member or topic always wins (counted as `late_events_total`).
+place: the blob keeps the settled state before the window, the window's events, and the view (the
+state after them). A step whose events all come after the view continues from it; one with an
+event inside the window replays the window from the settled state. The window's lower edge moves
+in steps of at least `reorder_window_ms`, so most steps leave the settled state as it is. Events
+behind the edge are merged into the settled state there, where a newer fact of the same member
+or topic always wins (counted as `late_events_total`).
 
 Publishing: every re-run logs the findings that started or ended there, at the event time of the
 event (or session expiry) that caused it. A step publishes every transition after the point the
