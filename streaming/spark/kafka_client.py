@@ -11,6 +11,7 @@ watermark itself.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import time
@@ -151,14 +152,32 @@ def read_range(
     failOnDataLoss is true; otherwise it logs and stops), DataLossError when the range starts
     below the log start (failOnDataLoss false: skip ahead and log).
     """
-    consumer = new_consumer(settings)
-    try:
+    with pooled_consumer(settings) as consumer:
         position = _first_offset(consumer, offset_range, fail_on_data_loss, timeout_s)
         yield from _consume_until(
             consumer, offset_range, position, fail_on_data_loss, timeout_s, batch_size
         )
-    finally:
+
+
+# Idle consumers of this process by settings. Spark reuses a Python worker for task after task
+# (one at a time), so each micro-batch's read takes the consumer the previous one left, instead of
+# paying for a new client, its connections and its metadata (as Spark's own Kafka source pools).
+_IDLE: dict[tuple, list[Consumer]] = {}
+
+
+@contextlib.contextmanager
+def pooled_consumer(settings: Mapping[str, str]) -> Iterator[Consumer]:
+    """A consumer for these settings, returned to the pool unassigned when the block completes
+    and closed when it fails (or is abandoned), so a broken client is never reused."""
+    idle = _IDLE.setdefault(tuple(sorted(settings.items())), [])
+    consumer = idle.pop() if idle else new_consumer(settings)
+    try:
+        yield consumer
+        consumer.unassign()
+    except BaseException:
         consumer.close()
+        raise
+    idle.append(consumer)
 
 
 def _first_offset(consumer, offset_range: OffsetRange, fail_on_data_loss, timeout_s) -> int:

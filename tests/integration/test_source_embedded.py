@@ -260,3 +260,25 @@ def test_a_running_query_counts_every_event_produced_while_it_runs(
     finally:
         query.stop()
     assert sink.offsets() == expected_offsets({0: 12, 1: 12, 2: 13})
+
+
+def test_range_reads_reuse_one_consumer_and_a_failed_read_drops_it(
+        kafka_bootstrap, unique_topic, produce):
+    from streaming.spark.offset_ranges import OffsetRange
+
+    produce(unique_topic, [b"%d" % i for i in range(10)], partition=0)
+    settings = kafka_client.client_settings(kafka_bootstrap, {"client.id": unique_topic})
+    pool = kafka_client._IDLE.setdefault(tuple(sorted(settings.items())), [])
+
+    def read(start, end, **kwargs):
+        chunks = kafka_client.read_range(settings, OffsetRange(unique_topic, 0, start, end),
+                                         **kwargs)
+        return [m.value() for chunk in chunks for m in chunk]
+
+    assert read(0, 4) == [b"0", b"1", b"2", b"3"]
+    [first] = pool
+    assert read(4, 10) == [b"%d" % i for i in range(4, 10)]
+    assert pool == [first]                     # the next micro-batch's read took the same client
+    with pytest.raises(TimeoutError):          # offsets the broker does not have
+        read(10, 12, timeout_s=1.0)
+    assert pool == []                          # a failed client is closed, not kept
