@@ -108,6 +108,10 @@ class SnapshotStore:
         with self._lock:
             return list(self._recent_findings)[-limit:]
 
+    def group(self, system: str, group: str) -> dict | None:
+        with self._lock:
+            return self._groups.get((system, group))
+
     def groups(self) -> list[dict]:
         with self._lock:
             return [self._groups[k] for k in sorted(self._groups)]
@@ -131,6 +135,11 @@ class RebalanceCollector(Collector):
         health = self._store.health()
         yield from self._group_metrics(groups, health)
         yield from self._health_metrics(groups, health)
+
+    def describe(self) -> list[Metric]:
+        """The families, without samples: lets the registry answer a scrape that asks for some
+        (`/metrics?name[]=rebalance_double_assigned_queues`) with just those."""
+        return list(RebalanceCollector(SnapshotStore(), self._clients, self._clock).collect())
 
     def _group_metrics(self, groups: list[dict], health: JobHealth) -> Iterator[Metric]:
         for key, (name, doc) in GROUP_GAUGES.items():

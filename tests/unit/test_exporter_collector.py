@@ -89,3 +89,13 @@ def test_health_series():
     assert reg.get_sample_value("rebalance_monitor_batch_duration_seconds") == 0.5
     assert reg.get_sample_value("rebalance_monitor_last_batch_timestamp_seconds") == 15.0
     assert reg.get_sample_value("rebalance_monitor_input_lag_seconds") == 8.0
+
+
+def test_a_scrape_can_ask_for_one_family():
+    store = SnapshotStore()
+    store.replace_group(snapshot())
+    restricted = registry_for(store).restricted_registry(["rebalance_double_assigned_queues"])
+    families = [family.name for family in restricted.collect()]
+    assert families == ["rebalance_double_assigned_queues"]
+    samples = next(iter(restricted.collect())).samples
+    assert {(s.labels["topic"], s.value) for s in samples} == {("TopicX", 1.0), ("TopicY", 0.0)}
