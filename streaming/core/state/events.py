@@ -326,7 +326,7 @@ def _route(obj: Mapping, system: str) -> dict:
 
 _BODY_PARSERS = {"heartbeat": _heartbeat, "unregister": _unregister, "route": _route}
 
-# A top-level epoch-ms "ts": preceded by no backslash (so the quote opens a key), digits in JSON's
+# An epoch-ms "ts" member: preceded by no backslash (so the quote opens a key), digits in JSON's
 # own number form, then the end of that member.
 _TS_MEMBER = re.compile(rb'(?<!\\)"ts"[ \t\r\n]*:[ \t\r\n]*(-?(?:0|[1-9][0-9]*))[ \t\r\n]*[,}]')
 
@@ -335,10 +335,10 @@ class EventParser:
     """`parse_event` for bytes, remembering valid events by their text without the ts digits.
 
     A client heartbeats the same facts every few seconds; only its ts changes. A raw event whose
-    only top-level "ts" is an epoch-ms integer is looked up with those digits cut out; a hit is
-    the remembered event with the new ts, checked by the same `parse_ts`. Everything else (ISO
-    times, a second "ts" anywhere, nesting before the ts, invalid events) takes the full parse,
-    so the result always equals `parse_event(raw)`.
+    text holds "ts" once, as a top-level epoch-ms integer member, is looked up with those digits
+    cut out; a hit is the remembered event with the new ts, checked by the same range. Anything
+    else (ISO times, "ts" twice anywhere, nesting before the ts, invalid events) takes the full
+    parse, so the result always equals `parse_event(raw)`.
 
         >>> parser = EventParser()
         >>> raw = b'{"type":"unregister","ts":1700000000000,"group":"g","client_id":"c"}'
@@ -358,32 +358,34 @@ class EventParser:
         return len(self._events)
 
     def parse(self, raw: bytes) -> list[Event] | Invalid:
-        match = _TS_MEMBER.search(raw)
-        if match is None or not _only_top_level_ts(raw, match):
+        at = raw.find(b'"ts"')
+        match = _TS_MEMBER.match(raw, at) if at >= 0 else None
+        if match is None or raw.find(b'"ts"', at + 4) >= 0 or not _before_nesting(raw, at):
             return parse_event(raw)
         start, end = match.span(1)
         key = raw[:start] + raw[end:]
+        ts = int(raw[start:end])
         remembered = self._events.get(key)
         if remembered is None:
             parsed = parse_event(raw)
-            if not isinstance(parsed, Invalid) and parsed[0].ts == int(raw[start:end]):
+            if not isinstance(parsed, Invalid) and parsed[0].ts == ts:
                 if len(self._events) >= self._max_entries:
                     self._events.clear()
                 self._events[key] = parsed
             return parsed
-        try:
-            ts = parse_ts(int(raw[start:end]))
-        except _Reject as rejected:
-            return Invalid(rejected.reason, rejected.detail)
+        if not MIN_TS_MS <= ts < MAX_TS_MS:
+            try:
+                parse_ts(ts)       # the same rejection as the full parse
+            except _Reject as rejected:
+                return Invalid(rejected.reason, rejected.detail)
         return [_with_ts(event, ts) for event in remembered]
 
 
-def _only_top_level_ts(raw: bytes, match: re.Match) -> bool:
+def _before_nesting(raw: bytes, at: int) -> bool:
+    """No object or array opens between the top-level '{' and `at`."""
     opening = raw.find(b"{")
-    before = match.start()
-    return (0 <= opening < before and raw.find(b"{", opening + 1, before) < 0
-            and raw.find(b"[", opening + 1, before) < 0
-            and _TS_MEMBER.search(raw, match.end()) is None)
+    return (0 <= opening < at and raw.find(b"{", opening + 1, at) < 0
+            and raw.find(b"[", opening + 1, at) < 0)
 
 
 def _with_ts(event: Event, ts: int) -> Event:
