@@ -162,30 +162,36 @@ def run(bootstrap: str, args) -> None:
         print(f"job throughput: {overall:,.0f} events/s overall (incl. start-up), "
               f"{sustained:,.0f} events/s sustained over {batches} batches; "
               f"ratio sustained / raw read = {sustained / raw:.2f}")
-        url = f"http://127.0.0.1:{monitor.metrics.port}/metrics"
-        print(f"one full /metrics scrape: {scrape_seconds(url):.2f} s; one family: "
-              f"{scrape_seconds(DOUBLE_ASSIGNED.format(url=url)):.2f} s")
-        stop = threading.Event()
-        load = threading.Thread(target=background_load, args=(bootstrap, topic, args, stop))
-        load.start()
-        try:
-            latencies = probe_latencies(bootstrap, topic, url, monitor.store, args.probes,
-                                        1_700_000_000_000 + args.duration * 1000)
-        finally:
-            stop.set()
-            load.join()
-        recent = [p for p in monitor.query.recentProgress if p["numInputRows"] > 0][-5:]
-        print("last batches (rows, ms by phase):", [
-            (p["numInputRows"], {k: v for k, v in p["durationMs"].items() if v >= 50})
-            for p in recent])
-        p50 = statistics.median(latencies)
-        p99 = statistics.quantiles(latencies, n=100, method="inclusive")[98] if len(latencies) > 1 else latencies[0]
-        print(f"detection latency over {len(latencies)} probes with {args.background_rate:,}/s "
-              f"background heartbeats, trigger {args.trigger}: p50 {p50:.2f} s, p99 {p99:.2f} s, "
-              f"max {max(latencies):.2f} s")
+        if args.probes:
+            detection_latency(bootstrap, topic, monitor, args)
     finally:
         monitor.stop()
         spark.stop()
+
+
+def detection_latency(bootstrap: str, topic: str, monitor, args) -> None:
+    url = f"http://127.0.0.1:{monitor.metrics.port}/metrics"
+    print(f"one full /metrics scrape: {scrape_seconds(url):.2f} s; one family: "
+          f"{scrape_seconds(DOUBLE_ASSIGNED.format(url=url)):.2f} s")
+    stop = threading.Event()
+    load = threading.Thread(target=background_load, args=(bootstrap, topic, args, stop))
+    load.start()
+    try:
+        latencies = probe_latencies(bootstrap, topic, url, monitor.store, args.probes,
+                                    1_700_000_000_000 + args.duration * 1000)
+    finally:
+        stop.set()
+        load.join()
+    recent = [p for p in monitor.query.recentProgress if p["numInputRows"] > 0][-5:]
+    print("last batches (rows, ms by phase):", [
+        (p["numInputRows"], {k: v for k, v in p["durationMs"].items() if v >= 50})
+        for p in recent])
+    p50 = statistics.median(latencies)
+    p99 = (statistics.quantiles(latencies, n=100, method="inclusive")[98]
+           if len(latencies) > 1 else latencies[0])
+    print(f"detection latency over {len(latencies)} probes with {args.background_rate:,}/s "
+          f"background heartbeats, trigger {args.trigger}: p50 {p50:.2f} s, p99 {p99:.2f} s, "
+          f"max {max(latencies):.2f} s")
 
 
 def main() -> None:
@@ -198,7 +204,7 @@ def main() -> None:
     parser.add_argument("--shuffle", type=int, default=None, help="default: the job's (cores)")
     parser.add_argument("--trigger", default="2 seconds")
     parser.add_argument("--max-offsets", type=int, default=100_000)
-    parser.add_argument("--probes", type=int, default=30)
+    parser.add_argument("--probes", type=int, default=30, help="0: throughput only")
     parser.add_argument("--reorder-window-ms", type=int, default=10_000)
     parser.add_argument("--background-rate", type=int, default=2_000)
     args = parser.parse_args()
