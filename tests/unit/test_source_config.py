@@ -67,24 +67,36 @@ class FakeConsumerWithTruncatedLog:
     def assign(self, _partitions):
         raise AssertionError("nothing is left to read: the reader must not assign")
 
+    def unassign(self):
+        pass
+
     def close(self):
         self.closed = True
 
 
+@pytest.fixture
+def pool(monkeypatch):
+    """The reader's idle consumers, empty for the test."""
+    idle: dict = {}
+    monkeypatch.setattr("streaming.spark.kafka_client._IDLE", idle)
+    return idle
+
+
 @pytest.mark.parametrize("fail_on_data_loss", [True, False])
-def test_a_range_below_the_log_start_fails_or_is_skipped(monkeypatch, fail_on_data_loss):
+def test_a_range_below_the_log_start_fails_or_is_skipped(monkeypatch, pool, fail_on_data_loss):
     fake = FakeConsumerWithTruncatedLog(low=40)
     monkeypatch.setattr("streaming.spark.kafka_client.new_consumer", lambda settings: fake)
     chunks = read_range({}, OffsetRange("t", 0, 10, 30), fail_on_data_loss=fail_on_data_loss)
     if fail_on_data_loss:
         with pytest.raises(DataLossError, match=r"t\[0\]: offsets 10..29 are gone"):
             list(chunks)
+        assert fake.closed                      # a failed client is not pooled
     else:
         assert list(chunks) == []
-    assert fake.closed
+        assert pool == {(): [fake]} and not fake.closed   # kept for the next micro-batch
 
 
-def test_a_new_partition_starts_at_its_log_start_without_data_loss(monkeypatch):
+def test_a_new_partition_starts_at_its_log_start_without_data_loss(monkeypatch, pool):
     fake = FakeConsumerWithTruncatedLog(low=40)
     monkeypatch.setattr("streaming.spark.kafka_client.new_consumer", lambda settings: fake)
     new_range = OffsetRange("t", 1, 0, 30, new_partition=True)
