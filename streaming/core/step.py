@@ -128,7 +128,10 @@ def _conclude(view: GroupState, published: dict, cursor: tuple[int, int],
         changes += fnd.diff(open_now, {}, {}, view.group, view.system, now)
         return StepOutput(None, None, changes)
     reached = max(cursor, (now, -1), *((e.ts, o) for e, o in kept.pending[-1:]))
-    kept.published, (kept.now, kept.now_offset), kept.view = open_now, reached, view
+    kept.published, (kept.now, kept.now_offset) = open_now, reached
+    # With no event inside the window, the view is the settled state plus expiry: the next step
+    # gets it as cheaply by replaying nothing, so it is not stored twice.
+    kept.view = view if kept.pending or kept.pending_raw else None
     return StepOutput(encode(kept), fnd.snapshot(view, current), changes)
 
 

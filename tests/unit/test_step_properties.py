@@ -228,7 +228,8 @@ def _stored_text(blob: bytes | None):
         return None
     stored = decode(blob)
     return (render_state(stored.settled), stored.pending, stored.horizon, stored.published,
-            stored.now, stored.now_offset, render_state(stored.view))
+            stored.now, stored.now_offset,
+            None if stored.view is None else render_state(stored.view))
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
