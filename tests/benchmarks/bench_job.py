@@ -9,7 +9,9 @@ Uses KAFKA_BOOTSTRAP_SERVERS when set, else starts the embedded broker. In one r
    and the ratio sustained / raw read;
 3. detection latency: with the job caught up and steady heartbeats still flowing, a probe
    group gets a second process with the same client id (a double assignment); the time from
-   the probe's delivery to /metrics showing it, p50 / p99 over the probes.
+   the probe's delivery to /metrics showing it, p50 / p99 over the probes;
+4. with --operator-floor: the same query with an empty state function, on its own checkpoint:
+   what applyInPandasWithState itself costs here.
 """
 
 from __future__ import annotations
@@ -53,11 +55,11 @@ def raw_read_rate(bootstrap: str, topic: str, partitions: int, expected: int) ->
     return count / elapsed
 
 
-def throughput(monitor, expected: int) -> tuple[float, float, int]:
+def throughput(query, expected: int) -> tuple[float, float, int]:
     started = time.perf_counter()
-    monitor.query.processAllAvailable()
+    query.processAllAvailable()
     overall = expected / (time.perf_counter() - started)
-    progress = [p for p in monitor.query.recentProgress if p["numInputRows"] > 0]
+    progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
     later = progress[1:] or progress
     rows = sum(p["numInputRows"] for p in later)
     busy_ms = sum(p["durationMs"]["triggerExecution"] for p in later)
@@ -158,7 +160,7 @@ def run(bootstrap: str, args) -> None:
     monitor = Monitor(config, spark)
     monitor.start()
     try:
-        overall, sustained, batches = throughput(monitor, loaded)
+        overall, sustained, batches = throughput(monitor.query, loaded)
         print(f"job throughput: {overall:,.0f} events/s overall (incl. start-up), "
               f"{sustained:,.0f} events/s sustained over {batches} batches; "
               f"ratio sustained / raw read = {sustained / raw:.2f}")
@@ -166,7 +168,46 @@ def run(bootstrap: str, args) -> None:
             detection_latency(bootstrap, topic, monitor, args)
     finally:
         monitor.stop()
+    try:
+        if args.operator_floor:
+            floor = operator_floor(spark, config, workdir / "floor", loaded)
+            print(f"the same stream through applyInPandasWithState with an empty state function "
+                  f"(2 KB state): {floor:,.0f} rows/s sustained; ratio to raw read "
+                  f"{floor / raw:.2f}")
+    finally:
         spark.stop()
+
+
+def operator_floor(spark, config, checkpoint: Path, expected: int) -> float:
+    """The job's query with a state function that does nothing: what the operator costs."""
+    import pandas as pd
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    from streaming.spark.job import source_config
+    from streaming.spark.parse import route_events
+    from streaming.spark.source import read_event_stream
+    from streaming.spark.state_function import OUTPUT_SCHEMA, STATE_SCHEMA
+
+    def empty(key, frames, state):
+        rows = sum(len(frame) for frame in frames)
+        state.update((bytes(2048),))
+        state.setTimeoutTimestamp(max(state.getCurrentWatermarkMs(), 0) + 3_600_000)
+        yield pd.DataFrame({"state_key": [key[0]], "kind": ["counts"], "reason": [None],
+                            "payload": [str(rows).encode()]})
+
+    routed = route_events(read_event_stream(spark, source_config(config)),
+                          config.max_event_bytes).withWatermark("event_time",
+                                                                config.watermark_delay)
+    query = (routed.groupBy("state_key")
+             .applyInPandasWithState(empty, OUTPUT_SCHEMA, STATE_SCHEMA, "update",
+                                     GroupStateTimeout.EventTimeTimeout)
+             .writeStream.option("checkpointLocation", str(checkpoint)).outputMode("update")
+             .trigger(processingTime=config.trigger_interval)
+             .foreachBatch(lambda frame, _: frame.collect()).start())
+    try:
+        return throughput(query, expected)[1]
+    finally:
+        query.stop()
 
 
 def detection_latency(bootstrap: str, topic: str, monitor, args) -> None:
@@ -205,6 +246,8 @@ def main() -> None:
     parser.add_argument("--trigger", default="2 seconds")
     parser.add_argument("--max-offsets", type=int, default=100_000)
     parser.add_argument("--probes", type=int, default=30, help="0: throughput only")
+    parser.add_argument("--operator-floor", action="store_true",
+                        help="also run the query with an empty state function")
     parser.add_argument("--reorder-window-ms", type=int, default=10_000)
     parser.add_argument("--background-rate", type=int, default=2_000)
     args = parser.parse_args()
