@@ -231,12 +231,11 @@ def _advance_in_order(stored: Stored, events, watermark_ms, config, cursor):
     state.claims_cache = claims_of(state)
     _replay(state, window[:cut], horizon - 1)
     forget_tombstones(state, horizon)
+    # Only stored events leave the window, so all new ones go onto the view after the edge.
     view.claims_cache = claims_of(view)
     view.log, view.log_after = [], cursor
-    new_cut = max(0, cut - len(stored.pending))
-    _replay(view, new[:new_cut], horizon - 1)
     forget_tombstones(view, horizon)
-    _replay(view, new[new_cut:], now)
+    _replay(view, new, now)
     return view, (render_state(state), window[cut:], horizon)
 
 
