@@ -6,6 +6,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -26,11 +27,18 @@ def test_demo_shows_a_double_assignment_and_a_skewed_group_within_a_minute(tmp_p
         env={**os.environ, "PYSPARK_PYTHON": sys.executable})
     try:
         url = _metrics_url(process)
+        # Keep reading what the demo prints, as a terminal would: a pipe left unread fills after
+        # some 30 tables and then blocks the demo's printing (not its job).
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True)
+        reader.start()
         seen = _wait_for_conflicts(url, started + 60)
         assert seen["double"] > 0, seen
         assert seen["skew"] >= 2.0, seen
         process.send_signal(signal.SIGINT)  # Ctrl-C stops it cleanly
-        output, _ = process.communicate(timeout=60)
+        process.wait(timeout=60)
+        reader.join(timeout=10)
+        output = "".join(lines)
         assert process.returncode == 0, output[-3000:]
         assert "demo: stopped" in output
         assert "skew-group" in output and "double_assignment" in output
