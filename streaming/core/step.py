@@ -59,6 +59,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import repeat
+from typing import NamedTuple
 
 from streaming.core import findings as fnd
 from streaming.core.state.codec import Stored, StoredBody, decode, decode_body, encode, render_state
@@ -99,18 +100,21 @@ def step(blob: bytes | None, events: Sequence[tuple[Event, int]], *,
             return StepOutput(None, None, [])
         first, _ = min(events, key=_order)
         state = GroupState(first.group, first.system, config.timeout_for(first.system))
-        stored = Stored(state, [], -(2**62), {}, -(2**62))
+        stored, following = Stored(state, [], -(2**62), {}, -(2**62)), None
     else:
         body = decode_body(blob)
-        within = _step_within_window(body, events, watermark_ms, config)
-        if within is not None:
-            return within
-        stored = body.stored()
-    timeout = stored.settled.session_timeout_ms = config.timeout_for(stored.settled.system)
+        following = _following(body, events, watermark_ms, config)
+        if following is not None and following.horizon == body.horizon:
+            return _step_within_window(body, events, following)
+        if following is not None and min(e.ts for e, _ in events) < following.horizon:
+            following = None     # new events leave the window too: one replay applies each once
+        stored = body.stored(with_view=following is not None)
+    stored.settled.session_timeout_ms = config.timeout_for(stored.settled.system)
     cursor = (stored.now, stored.now_offset)
-    in_order = _in_order(stored, events) and stored.view.session_timeout_ms == timeout
-    advance = _advance_in_order if in_order else _advance
-    view, (settled, pending, horizon) = advance(stored, events, watermark_ms, config, cursor)
+    if following is None:
+        view, (settled, pending, horizon) = _advance(stored, events, watermark_ms, config, cursor)
+    else:
+        view, (settled, pending, horizon) = _advance_in_order(stored, events, following, cursor)
     return _conclude(view, stored.published, cursor, Stored(settled, pending, horizon, {}, 0))
 
 
@@ -173,28 +177,63 @@ def _advance(stored: Stored, events, watermark_ms, config, cursor):
     return view, (settled, window[cut:], horizon)
 
 
-def _step_within_window(body: StoredBody, events, watermark_ms, config) -> StepOutput | None:
-    """The step when its events all come after the stored view and the window's lower edge stays
-    where it is: the new events go onto the view, the settled state and the stored window are
-    kept as they are (not even converted). None when that does not hold."""
+class Following(NamedTuple):
+    """A step whose events all come after the stored view: the group's clock, the window's new
+    lower edge and the time up to which the step expires sessions."""
+
+    clock: int
+    horizon: int
+    now: int
+
+
+def _following(body: StoredBody, events, watermark_ms, config) -> Following | None:
+    """Following when every event sorts after the stored window and at or after its `now` (and
+    the view was kept with the same session timeout): then replaying the window would repeat,
+    step for step, what the stored view already is (expiry runs deadline by deadline, so where
+    earlier steps paused does not matter). None otherwise."""
     if not events or body.view_session_timeout_ms() != config.timeout_for(body.system()):
         return None
-    new = sorted(events, key=_order)
+    first = min(events, key=_order)
     last = body.last_pending()
-    if new[0][0].ts < body.now or (last is not None and _order(new[0]) <= last):
+    if first[0].ts < body.now or (last is not None and _order(first) <= last):
         return None
     settled_clock, settled_now = body.settled_clock_and_now()
-    clock = max(settled_clock, *body.pending_times(), *(e.ts for e, _ in new))
+    clock = max(settled_clock, *body.pending_times(), *(e.ts for e, _ in events))
     horizon = _next_horizon(body.horizon, clock, watermark_ms, config.reorder_window_ms)
-    if horizon != body.horizon:
-        return None
-    view = body.view()
-    view.claims_cache = claims_of(view)
+    return Following(clock, horizon, max(clock, watermark_ms or 0, settled_now, body.now))
+
+
+def _step_within_window(body: StoredBody, events, following: Following) -> StepOutput:
+    """The window's lower edge stays: the new events go onto the view, the settled state and the
+    stored window are kept as they are (not even converted)."""
     cursor = (body.now, body.now_offset)
-    view.log, view.log_after = [], cursor
-    _replay(view, new, max(clock, watermark_ms or 0, settled_now, body.now))
-    kept = Stored(body.settled_text(), new, horizon, {}, 0, pending_raw=body.pending_raw())
+    new = sorted(events, key=_order)
+    view = _onto_view(body.view(), new, following, cursor)
+    kept = Stored(body.settled_text(), new, following.horizon, {}, 0,
+                  pending_raw=body.pending_raw())
     return _conclude(view, body.published(), cursor, kept)
+
+
+def _advance_in_order(stored: Stored, events, following: Following, cursor):
+    """`_advance` without the window replay: only stored events leave the window, onto the
+    settled state; the new ones go onto the stored view."""
+    state, horizon = stored.settled, following.horizon
+    new = sorted(events, key=_order)
+    cut = next((i for i, (e, _) in enumerate(stored.pending) if e.ts >= horizon),
+               len(stored.pending))
+    state.claims_cache = claims_of(state)
+    _replay(state, stored.pending[:cut], horizon - 1)
+    forget_tombstones(state, horizon)
+    view = _onto_view(stored.view, new, following, cursor)
+    return view, (render_state(state), [*stored.pending[cut:], *new], horizon)
+
+
+def _onto_view(view: GroupState, new, following: Following, cursor) -> GroupState:
+    """Apply events that all come after the view, logging the transitions after `cursor`."""
+    view.claims_cache = claims_of(view)
+    view.log, view.log_after = [], cursor
+    forget_tombstones(view, following.horizon)
+    return _replay(view, new, following.now)
 
 
 def _next_horizon(current: int, clock: int, watermark_ms: int | None, window_ms: int) -> int:
@@ -202,41 +241,6 @@ def _next_horizon(current: int, clock: int, watermark_ms: int | None, window_ms:
     moved only in steps of at least `window_ms`, so that most steps keep the settled state."""
     wanted = max(clock - window_ms, watermark_ms if watermark_ms is not None else -(2**62))
     return wanted if wanted >= current + window_ms else current
-
-
-def _in_order(stored: Stored, events) -> bool:
-    """True when every event sorts after the stored window and at or after its `now`: then the
-    replay would repeat, step for step, what the stored view already is (expiry runs deadline by
-    deadline, so where earlier steps paused does not matter)."""
-    if stored.view is None or not events:
-        return False
-    first = min(events, key=_order)
-    last_pending = stored.pending[-1] if stored.pending else None
-    return first[0].ts >= stored.now and (last_pending is None or _order(first) > _order(last_pending))
-
-
-def _advance_in_order(stored: Stored, events, watermark_ms, config, cursor):
-    """`_advance` for in-order events without the window replay: the new events go onto the
-    stored view, and only the events that leave the window go onto the settled state."""
-    state, view = stored.settled, stored.view
-    new = sorted(events, key=_order)
-    window = [*stored.pending, *new]
-    clock = max([state.clock, *(e.ts for e, _ in window)])
-    now = max(clock, watermark_ms or 0, state.now, stored.now)
-    horizon = _next_horizon(stored.horizon, clock, watermark_ms, config.reorder_window_ms)
-    cut = next((i for i, (e, _) in enumerate(window) if e.ts >= horizon), len(window))
-    if cut > len(stored.pending):
-        # New events leave the window too: the replay applies each event once, this way twice.
-        return _advance(stored, events, watermark_ms, config, cursor)
-    state.claims_cache = claims_of(state)
-    _replay(state, window[:cut], horizon - 1)
-    forget_tombstones(state, horizon)
-    # Only stored events leave the window, so all new ones go onto the view after the edge.
-    view.claims_cache = claims_of(view)
-    view.log, view.log_after = [], cursor
-    forget_tombstones(view, horizon)
-    _replay(view, new, now)
-    return view, (render_state(state), window[cut:], horizon)
 
 
 def _replay(state: GroupState, items, until: int) -> GroupState:

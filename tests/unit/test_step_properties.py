@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from streaming.core.state.codec import decode, encode, render_state
 from streaming.core.step import StepConfig, step
-from tests.unit.state_helpers import T0, parsed
+from tests.unit.state_helpers import T0, hb, parsed, route
 
 pytestmark = [pytest.mark.unit, pytest.mark.slow]
 
@@ -250,3 +250,38 @@ def test_continuing_from_the_stored_view_equals_the_full_replay(case, watermark_
         assert (fast.changes, fast.snapshot) == (full.changes, full.snapshot)
         assert _stored_text(fast.blob) == _stored_text(full.blob)
         blob = fast.blob
+
+
+def test_an_event_behind_the_watermark_driven_now_is_not_put_onto_the_view():
+    """A watermark ahead of the clock moved `now` (and expiry) past a member's deadline without
+    moving the window's edge; an in-order event older than that `now` refreshes the member. Only
+    the replay applies it before the expiry, as an uninterrupted run would."""
+    batches = [  # (events, watermark); session timeout 1,000 ms, reorder window 300 ms
+        ([hb("c1", ["T1"], ts=T0 - 700), hb("c2", ["T1"], ts=T0 - 700)], None),
+        ([route("T1", ts=T0 + 200, brokers={"a": 4}), hb("c2", ["T1"], ts=T0 + 200)], T0 + 100),
+        ([hb("c2", ["T1"], ts=T0 + 210)], T0 + 350),     # now T0+350: c1's deadline T0+301 passed
+        ([hb("c1", ["T1"], ts=T0 + 300)], None),         # after the window, before that now
+    ]
+    blob, offset = None, 0
+    for raws, watermark in batches:
+        items = parsed(raws, first_offset=offset)
+        offset += len(raws)
+        fast = step(blob, items, watermark_ms=watermark, config=CONFIG)
+        full = step(_without_view(blob), items, watermark_ms=watermark, config=CONFIG)
+        assert (fast.changes, fast.snapshot) == (full.changes, full.snapshot)
+        assert _stored_text(fast.blob) == _stored_text(full.blob)
+        blob = fast.blob
+    assert decode(blob).view is not None     # the last step could have taken the short way
+
+
+def test_a_changed_session_timeout_replays_instead_of_using_the_stored_view():
+    """The view was built with the old timeout; after a restart with another, the window is
+    replayed with the new one, as the settled state is."""
+    first = step(None, parsed([hb("c1", ["T1"], ts=T0), hb("c2", ["T1"], ts=T0 + 100)]),
+                 config=CONFIG)
+    shorter = StepConfig(session_timeout_ms=50, kafka_session_timeout_ms=50, reorder_window_ms=300)
+    items = parsed([hb("c2", ["T1"], ts=T0 + 200)], first_offset=2)
+    fast = step(first.blob, items, config=shorter)
+    full = step(_without_view(first.blob), items, config=shorter)
+    assert (fast.changes, fast.snapshot) == (full.changes, full.snapshot)
+    assert fast.snapshot["members"] == 1      # c1 expired under the new timeout

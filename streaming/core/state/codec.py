@@ -97,11 +97,11 @@ class StoredBody:
     def __init__(self, body: dict, horizon: int, now: int, now_offset: int) -> None:
         self.body, self.horizon, self.now, self.now_offset = body, horizon, now, now_offset
 
-    def stored(self) -> Stored:
+    def stored(self, with_view: bool = True) -> Stored:
         body = self.body
         return _converted(lambda: Stored(
             _state_in(body["s"]), [(_event_in(e), o) for o, e in body["p"]], self.horizon,
-            self.published(), self.now, self.now_offset, self.view()))
+            self.published(), self.now, self.now_offset, self.view() if with_view else None))
 
     def view(self) -> GroupState | None:
         return _converted(lambda: _state_in(self.body["w"]) if "w" in self.body else None)
