@@ -94,8 +94,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=int(_env("kafka-session-timeout-ms", JobConfig.kafka_session_timeout_ms)))
     add("--reorder-window-ms", type=int,
         default=int(_env("reorder-window-ms", JobConfig.reorder_window_ms)),
-        help="events this far behind a group's newest event are put back in order exactly; "
-             "smaller is cheaper, later events merge with newer facts winning")
+        help="events this far behind a group's newest event are put back in order exactly "
+             "(the window's edge moves in steps of this size); events behind it merge with "
+             "the newest fact winning")
     add("--client-metrics", type=_bool, default=_bool(_env("client-metrics", "on")),
         help="export rebalance_client_queues per client (on/off)")
     add("--max-client-series", type=int,
@@ -132,6 +133,7 @@ def config_from_args(args: argparse.Namespace) -> JobConfig:
         trigger_interval=args.trigger_interval, watermark_delay=args.watermark_delay,
         session_timeout_ms=args.session_timeout_ms,
         kafka_session_timeout_ms=args.kafka_session_timeout_ms,
-        reorder_window_ms=args.reorder_window_ms, client_metrics=args.client_metrics, max_client_series=args.max_client_series,
-        shuffle_partitions=_positive_or_auto(args.shuffle_partitions), state_store=args.state_store,
+        reorder_window_ms=args.reorder_window_ms, client_metrics=args.client_metrics,
+        max_client_series=args.max_client_series, shuffle_partitions=args.shuffle_partitions,
+        state_store=args.state_store,
     )
