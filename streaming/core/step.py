@@ -19,7 +19,8 @@ but within `reorder_window_ms` of the group's clock (or above the watermark) are
 place: the blob keeps the settled state before the window, the window's events, and the view (the
 state after them). A step whose events all come after the view continues from it; one with an
 event inside the window replays the window from the settled state. The window's lower edge moves
-in steps of at least `reorder_window_ms`, so most steps leave the settled state as it is. Events
+in steps of at least `reorder_window_ms`, so most steps leave the settled state as it is; when
+it moves past the stored window, the settled state is cut from the view at the new edge. Events
 behind the edge are merged into the settled state there, where a newer fact of the same member
 or topic always wins (counted as `late_events_total`).
 
@@ -107,7 +108,7 @@ def step(blob: bytes | None, events: Sequence[tuple[Event, int]], *,
         if following is not None and following.horizon == body.horizon:
             return _step_within_window(body, events, following)
         if following is not None and min(e.ts for e, _ in events) < following.horizon:
-            following = None     # new events leave the window too: one replay applies each once
+            return _step_past_window(body, events, following)
         stored = body.stored(with_view=following is not None)
     stored.settled.session_timeout_ms = config.timeout_for(stored.settled.system)
     cursor = (stored.now, stored.now_offset)
@@ -212,6 +213,24 @@ def _step_within_window(body: StoredBody, events, following: Following) -> StepO
     kept = Stored(body.settled_text(), new, following.horizon, {}, 0,
                   pending_raw=body.pending_raw())
     return _conclude(view, body.published(), cursor, kept)
+
+
+def _step_past_window(body: StoredBody, events, following: Following) -> StepOutput:
+    """The window's new lower edge lies past the stored window and inside the new events: the
+    view goes on through the new events, and the settled state is cut from it at the edge
+    (the stored window's replay would repeat, re-run for re-run, what the view already is)."""
+    cursor = (body.now, body.now_offset)
+    new = sorted(events, key=_order)
+    horizon = following.horizon
+    cut = next((i for i, (e, _) in enumerate(new) if e.ts >= horizon), len(new))
+    view = body.view()
+    view.claims_cache = claims_of(view)
+    view.log, view.log_after = [], cursor
+    _replay(view, new[:cut], horizon - 1)
+    forget_tombstones(view, horizon)
+    settled = render_state(view)
+    _replay(view, new[cut:], following.now)
+    return _conclude(view, body.published(), cursor, Stored(settled, new[cut:], horizon, {}, 0))
 
 
 def _advance_in_order(stored: Stored, events, following: Following, cursor):
