@@ -85,6 +85,19 @@ def compute(state: GroupState) -> GroupFindings:
     return GroupFindings(findings, {t: len(q) for t, q in route.items()}, loads, skew_ratio)
 
 
+def with_new_broker_lists(state: GroupState, previous: GroupFindings) -> GroupFindings:
+    """`compute(state)` when only the brokers' member lists changed since `previous` (a
+    heartbeat through a new broker, or a broker's entry expiring): only the
+    broker_view_divergent findings can differ; they keep their place in the order."""
+    head = [f for f in previous.findings if f.kind not in _AFTER_VIEWS]
+    tail = [f for f in previous.findings if f.kind == "allocation_mismatch"]
+    return GroupFindings(head + _broker_divergence(state) + tail, previous.queues,
+                         previous.loads, previous.skew_ratio)
+
+
+_AFTER_VIEWS = ("broker_view_divergent", "allocation_mismatch")
+
+
 def _queue_findings(contested, active, claims, loads) -> list[Finding]:
     in_route = {t: set(q) for t, q in contested.items()}
     owners: dict[str, dict[Queue2, list[Member]]] = {t: {} for t in contested}

@@ -304,7 +304,10 @@ def _react(state: GroupState, change: Change, at: int, offset: int = -1) -> None
             state.queue_moves += _moves(before, after)
         state.claims_cache = after
     since = state.since
-    state.findings_cache = fnd.compute(state)
+    if change.alloc or state.findings_cache is None:
+        state.findings_cache = fnd.compute(state)
+    else:
+        state.findings_cache = fnd.with_new_broker_lists(state, state.findings_cache)
     state.since = {f.identity: since.get(f.identity, at) for f in state.findings_cache.findings}
     _log(state, since, state.since, state.findings_cache.findings, at, offset)
 

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from streaming.core import findings as fnd
 from streaming.core.state.codec import decode, encode, render_state
 from streaming.core.step import StepConfig, step
 from tests.unit.state_helpers import T0, hb, parsed, route
@@ -285,3 +286,23 @@ def test_a_changed_session_timeout_replays_instead_of_using_the_stored_view():
     full = step(_without_view(first.blob), items, config=shorter)
     assert (fast.changes, fast.snapshot) == (full.changes, full.snapshot)
     assert fast.snapshot["members"] == 1      # c1 expired under the new timeout
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenario())
+def test_findings_after_a_broker_only_change_equal_a_full_compute(case):
+    """step() recomputes only the broker_view_divergent findings when an event or expiry changed
+    nothing but a broker's member list: each such shortcut equals a full compute."""
+    raws, cuts, final_watermark = case
+    def checked_shortcut(state, previous):
+        result = shortcut(state, previous)
+        full = fnd.compute(state)
+        assert result == full
+        assert [f.detail for f in result.findings] == [f.detail for f in full.findings]
+        return result
+
+    shortcut, fnd.with_new_broker_lists = fnd.with_new_broker_lists, checked_shortcut
+    try:
+        _run(parsed(raws), cuts, final_watermark, lambda end: None)
+    finally:
+        fnd.with_new_broker_lists = shortcut
