@@ -7,6 +7,7 @@ state is one binary blob owned by the core (Spark's Python state crashes on arra
 
 from __future__ import annotations
 
+import gc
 import json
 from collections import Counter
 from collections.abc import Iterator
@@ -26,9 +27,13 @@ _PARSER = EventParser()
 
 SNAPSHOT, REMOVED, FINDING, DEAD_LETTER, COUNTS = "snapshot", "removed", "finding", "dead_letter", "counts"
 
+# Collector thresholds for the Python worker (see _tune_worker_gc).
+WORKER_GC_THRESHOLDS = (50_000, 20, 10)
+
 
 def make_state_function(config: StepConfig, max_event_bytes: int = 1 << 20):
     def apply_group(key, batches: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
+        _tune_worker_gc()
         state_key = key[0]
         if state.hasTimedOut:
             yield _frame(state_key, _advance(state_key, state, [], config))
@@ -41,6 +46,18 @@ def make_state_function(config: StepConfig, max_event_bytes: int = 1 << 20):
         yield _frame(state_key, rows)
 
     return apply_group
+
+
+def _tune_worker_gc() -> None:
+    """Once per Python worker process. The state function allocates a few small objects per
+    event and keeps few of them; with the default thresholds (700, 10, 10) the collector ran
+    every 700 allocations and rescanned what the worker imported (pyspark, pandas, pyarrow) and
+    the parser's cache, measured at about 15 % of the function's time. Freezing the imports
+    takes them out of every scan; the larger thresholds still collect young cycles (pandas
+    makes some) every 50,000 allocations and everything every 10 million."""
+    if gc.get_threshold() != WORKER_GC_THRESHOLDS:
+        gc.freeze()
+        gc.set_threshold(*WORKER_GC_THRESHOLDS)
 
 
 def _advance(state_key: str, state, events: list, config: StepConfig) -> list[tuple]:

@@ -163,14 +163,21 @@ def _apply_heartbeat(state: GroupState, event: Event) -> Change:
     if event.ts < member.last_seen:          # late: newer facts win; only a broker entry may move
         return Change(False, frozenset(), _note_broker(state, member, event))
     member.last_seen = event.ts
-    before = member.inputs()
-    _set_facts(member, event)
     brokers_changed = _note_broker(state, member, event)
-    if member.inputs() == before:
+    if member.inputs() == _stated(event):    # the facts it heartbeats every few seconds
         return Change(False, frozenset(), brokers_changed)
+    _set_facts(member, event)
     if member.strategy == "MACHINE_ROOM_NEARBY" or "machine_room" in member.params:
         return Change(True, None, brokers_changed)   # its room feeds every member's re-run
     return Change(True, frozenset([key]), brokers_changed)
+
+
+def _stated(event: Event) -> tuple:
+    """The event's facts in the order of `Member.inputs` (mappings compare equal to the
+    member's dict copies)."""
+    return (event.topics, event.strategy, event.strategy_params, event.message_model,
+            event.shared, event.view_clients, event.view_queues, event.owned, event.generation,
+            event.group_instance_id)
 
 
 def _set_facts(member: Member, event: Event) -> None:
