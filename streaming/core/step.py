@@ -265,10 +265,16 @@ def _next_horizon(current: int, clock: int, watermark_ms: int | None, window_ms:
 def _replay(state: GroupState, items, until: int) -> GroupState:
     """Apply items in order, expiring sessions as event time passes, then expire up to until."""
     for event, offset in items:
-        _expire(state, event.ts)
-        if not state.members and event.ts > state.clock + state.session_timeout_ms:
+        ts = event.ts
+        if state.deadline_bound <= ts:
+            _expire(state, ts)
+        elif state.now < ts:
+            state.now = ts       # what _expire does when nothing is due, without the call
+        if not state.members and ts > state.clock + state.session_timeout_ms:
             _restart(state, event, offset)
-        _react(state, apply_event(state, event), event.ts, offset)
+        change = apply_event(state, event)
+        if change.alloc or change.brokers:
+            _react(state, change, ts, offset)
     _expire(state, until)
     return state
 

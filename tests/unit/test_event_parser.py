@@ -39,6 +39,10 @@ def test_a_repeated_heartbeat_is_parsed_once(monkeypatch):
     '{"type":"route","ts":"2023-11-14T22:13:20Z","group":"g","topic":"T","a\\"ts":%s,"brokers":{"b":1}}',
     # two top-level ts (JSON keeps the last)
     '{"type":"unregister","ts":%s,"group":"g","client_id":"c","ts":1700000000000}',
+    # the top-level ts written with an escape, and a nested "ts" of the same number: only the
+    # nested one is found, and its digits equal the event's ts in the first text
+    '{"type":"route","t\\u0073":1700000000000,"group":"g","topic":"T","brokers":{"b":1},'
+    '"x":{"ts":%s}}',
     # ts after a nested value
     '{"type":"heartbeat","group":"g","client_id":"c","topics":["T"],"strategy":"AVG","ts":%s}',
     # spaces around the member

@@ -360,25 +360,33 @@ class EventParser:
     def parse(self, raw: bytes) -> list[Event] | Invalid:
         at = raw.find(b'"ts"')
         match = _TS_MEMBER.match(raw, at) if at >= 0 else None
-        if match is None or raw.find(b'"ts"', at + 4) >= 0 or not _before_nesting(raw, at):
+        if match is None:
             return parse_event(raw)
         start, end = match.span(1)
         key = raw[:start] + raw[end:]
         ts = int(raw[start:end])
         remembered = self._events.get(key)
         if remembered is None:
-            parsed = parse_event(raw)
-            if not isinstance(parsed, Invalid) and parsed[0].ts == ts:
-                if len(self._events) >= self._max_entries:
-                    self._events.clear()
-                self._events[key] = parsed
-            return parsed
+            return self._parse_new(raw, at, key, ts)
+        # A hit passed the checks of _parse_new: the remembered text had "ts" once, the key is
+        # that text without its ts digits, and digits add no quote nor bracket, so this text has
+        # "ts" once too, with the same prefix, and differs at most in the digits and the
+        # whitespace around them.
         if not MIN_TS_MS <= ts < MAX_TS_MS:
             try:
                 parse_ts(ts)       # the same rejection as the full parse
             except _Reject as rejected:
                 return Invalid(rejected.reason, rejected.detail)
         return [_with_ts(event, ts) for event in remembered]
+
+    def _parse_new(self, raw: bytes, at: int, key: bytes, ts: int) -> list[Event] | Invalid:
+        parsed = parse_event(raw)
+        if (raw.find(b'"ts"', at + 4) < 0 and _before_nesting(raw, at)
+                and not isinstance(parsed, Invalid) and parsed[0].ts == ts):
+            if len(self._events) >= self._max_entries:
+                self._events.clear()
+            self._events[key] = parsed
+        return parsed
 
 
 def _before_nesting(raw: bytes, at: int) -> bool:
