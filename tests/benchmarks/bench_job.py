@@ -1,6 +1,6 @@
 """Benchmark: the streaming job end to end on this machine.
 
-    python -m tests.benchmarks.bench_job [--groups 1000] [--clients 20] [--duration 300]
+    python -m tests.benchmarks.bench_job [--groups 1000] [--clients 20] [--duration 1800]
 
 Uses KAFKA_BOOTSTRAP_SERVERS when set, else starts the embedded broker. In one run:
 1. baseline: a plain confluent-kafka consumer reads the whole events topic (events/s);
@@ -144,10 +144,15 @@ def run(bootstrap: str, args) -> None:
     create_topic(bootstrap, topic, partitions=args.partitions)
     loaded, failed = produce(steady(args).run_encoded(), bootstrap, topic, RateLimit(None))
     assert failed == 0, f"{failed} events not delivered"
-    raw = raw_read_rate(bootstrap, topic, args.partitions, loaded)
+    # The best of several reads: this machine's timing noise is about 15 %, and the fastest
+    # baseline makes the ratio the hardest to meet.
+    reads = [raw_read_rate(bootstrap, topic, args.partitions, loaded)
+             for _ in range(args.raw_reads)]
+    raw = max(reads)
     print(f"workload: {args.groups} groups x {args.clients} clients, 2 topics x {args.queues} "
           f"queues, {loaded:,} events in {args.partitions} partitions")
-    print(f"raw read (plain confluent-kafka consumer): {raw:,.0f} events/s")
+    print(f"raw read (plain confluent-kafka consumer): {raw:,.0f} events/s (best of "
+          f"{', '.join(f'{r:,.0f}' for r in reads)})")
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-job-"))
     config = JobConfig(bootstrap_servers=bootstrap, topic=topic, source="embedded",
@@ -164,6 +169,9 @@ def run(bootstrap: str, args) -> None:
         print(f"job throughput: {overall:,.0f} events/s overall (incl. start-up), "
               f"{sustained:,.0f} events/s sustained over {batches} batches; "
               f"ratio sustained / raw read = {sustained / raw:.2f}")
+        print("batches (rows, ms):", [(p["numInputRows"], p["durationMs"]["triggerExecution"])
+                                     for p in monitor.query.recentProgress
+                                     if p["numInputRows"] > 0])
         if args.probes:
             detection_latency(bootstrap, topic, monitor, args)
     finally:
@@ -240,12 +248,13 @@ def main() -> None:
     parser.add_argument("--groups", type=int, default=1000)
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--queues", type=int, default=20, help="queues per topic (2 topics)")
-    parser.add_argument("--duration", type=int, default=300, help="simulated seconds of load")
+    parser.add_argument("--duration", type=int, default=1800, help="simulated seconds of load")
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--shuffle", type=int, default=None, help="default: the job's (cores)")
     parser.add_argument("--trigger", default="2 seconds")
-    parser.add_argument("--max-offsets", type=int, default=100_000)
+    parser.add_argument("--max-offsets", type=int, default=500_000)
     parser.add_argument("--probes", type=int, default=30, help="0: throughput only")
+    parser.add_argument("--raw-reads", type=int, default=3, help="baseline: the best of these")
     parser.add_argument("--operator-floor", action="store_true",
                         help="also run the query with an empty state function")
     parser.add_argument("--reorder-window-ms", type=int, default=10_000)
