@@ -20,7 +20,9 @@ class JobConfig:
     checkpoint: str = "./checkpoints/rebalance-monitor"
     source: str = "auto"  # auto | kafka | embedded
     starting_offsets: str = "earliest"
-    max_offsets_per_trigger: int | None = None
+    # A bounded batch after downtime: 500,000 caught up fastest on 2 cores (docs/benchmarks.md)
+    # and keeps one batch's events per group within the Python worker's memory.
+    max_offsets_per_trigger: int | None = 500_000
     fail_on_data_loss: bool = True
     kafka_options: dict[str, str] = field(default_factory=dict)
     findings_topic: str = "rebalance.findings"
@@ -78,7 +80,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="kafka: Spark's built-in connector; embedded: the Python reader; auto: built-in if present")
     add("--starting-offsets", choices=["earliest", "latest"],
         default=_env("starting-offsets", "earliest"))
-    add("--max-offsets-per-trigger", type=int, default=_env("max-offsets-per-trigger", None))
+    add("--max-offsets-per-trigger", type=int,
+        default=_env("max-offsets-per-trigger", JobConfig.max_offsets_per_trigger),
+        help="events per micro-batch at most (bounds a catch-up batch)")
     add("--fail-on-data-loss", type=_bool, default=_bool(_env("fail-on-data-loss", "true")))
     add("--kafka-option", type=_kafka_option, action="append", default=[], metavar="KEY=VALUE",
         help="client setting passed to every Kafka client, e.g. security.protocol=SASL_SSL")
