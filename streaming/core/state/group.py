@@ -77,6 +77,7 @@ class Change(NamedTuple):
 
 
 NO_CHANGE = Change(False, frozenset(), False)
+BROKERS_ONLY = Change(False, frozenset(), True)
 
 
 @dataclass
@@ -148,9 +149,9 @@ def _apply_unregister(state: GroupState, event: Event) -> Change:
 
 def _apply_heartbeat(state: GroupState, event: Event) -> Change:
     key = (event.client_id, event.address or "")
-    tomb = max(state.tombstones.get((event.client_id, None), -1),
-               state.tombstones.get((event.client_id, event.address), -1))
-    if event.ts < tomb:
+    if state.tombstones and event.ts < max(
+            state.tombstones.get((event.client_id, None), -1),
+            state.tombstones.get((event.client_id, event.address), -1)):
         return NO_CHANGE
     member = state.members.get(key)
     if member is None:
@@ -161,11 +162,11 @@ def _apply_heartbeat(state: GroupState, event: Event) -> Change:
         _set_facts(member, event)
         return Change(True, None, _note_broker(state, member, event))
     if event.ts < member.last_seen:          # late: newer facts win; only a broker entry may move
-        return Change(False, frozenset(), _note_broker(state, member, event))
+        return BROKERS_ONLY if _note_broker(state, member, event) else NO_CHANGE
     member.last_seen = event.ts
     brokers_changed = _note_broker(state, member, event)
     if member.inputs() == _stated(event):    # the facts it heartbeats every few seconds
-        return Change(False, frozenset(), brokers_changed)
+        return BROKERS_ONLY if brokers_changed else NO_CHANGE
     _set_facts(member, event)
     if member.strategy == "MACHINE_ROOM_NEARBY" or "machine_room" in member.params:
         return Change(True, None, brokers_changed)   # its room feeds every member's re-run
@@ -254,7 +255,7 @@ def _expire(state: GroupState, entries: list[tuple[MemberKey, str | None]]) -> C
         else:
             _remove(state, key)
             members_gone = True
-    return Change(members_gone, None, True) if members_gone else Change(False, frozenset(), True)
+    return Change(members_gone, None, True) if members_gone else BROKERS_ONLY
 
 
 def next_deadline(state: GroupState) -> int:
