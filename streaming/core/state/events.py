@@ -400,6 +400,7 @@ def _with_ts(event: Event, ts: int) -> Event:
     # A frozen dataclass copied through its __dict__: dataclasses.replace re-runs __init__ and
     # costs as much as the parse this class saves.
     copy = object.__new__(Event)
-    copy.__dict__.update(event.__dict__)
-    copy.__dict__["ts"] = ts
+    values = event.__dict__.copy()
+    values["ts"] = ts
+    object.__setattr__(copy, "__dict__", values)
     return copy
