@@ -239,7 +239,9 @@ def _computed_out(keys: list, computed: dict) -> dict:
     member index, run count, then (broker index, first id, last id) per run."""
     topics: dict[str, tuple[dict, list]] = {}
     for i, key in enumerate(keys):
-        for topic, share in computed.get(key, {}).items():
+        # Sorted: a member's topics are in the order its re-runs reached them, which depends
+        # on the order members joined the group dict, and the blob must not.
+        for topic, share in sorted(computed.get(key, {}).items()):
             brokers, flat = topics.setdefault(topic, ({}, []))
             runs: list[list] = []
             for broker, qid in share:
