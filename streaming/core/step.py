@@ -106,16 +106,16 @@ def step(blob: bytes | None, events: Sequence[tuple[Event, int]], *,
         body = decode_body(blob)
         following = _following(body, events, watermark_ms, config)
         if following is not None and following.horizon == body.horizon:
-            return _step_within_window(body, events, following)
-        if following is not None and min(e.ts for e, _ in events) < following.horizon:
-            return _step_past_window(body, events, following)
+            return _step_within_window(body, following)
+        if following is not None and following.events[0][0].ts < following.horizon:
+            return _step_past_window(body, following)
         stored = body.stored(with_view=following is not None)
     stored.settled.session_timeout_ms = config.timeout_for(stored.settled.system)
     cursor = (stored.now, stored.now_offset)
     if following is None:
         view, (settled, pending, horizon) = _advance(stored, events, watermark_ms, config, cursor)
     else:
-        view, (settled, pending, horizon) = _advance_in_order(stored, events, following, cursor)
+        view, (settled, pending, horizon) = _advance_in_order(stored, following, cursor)
     return _conclude(view, stored.published, cursor, Stored(settled, pending, horizon, {}, 0))
 
 
@@ -170,18 +170,18 @@ def _advance(stored: Stored, events, watermark_ms, config, cursor):
     clock = max([state.clock, *(e.ts for e, _ in window)])
     now = max(clock, watermark_ms or 0, state.now, stored.now)
     horizon = _next_horizon(stored.horizon, clock, watermark_ms, config.reorder_window_ms)
-    cut = next((i for i, (e, _) in enumerate(window) if e.ts >= horizon), len(window))
-    _replay(state, window[:cut], horizon - 1)
-    forget_tombstones(state, horizon)
+    pending = _settle(state, window, horizon)
     settled = render_state(state)        # rendered now: the replay below goes on mutating it
-    view = _replay(state, window[cut:], now)
-    return view, (settled, window[cut:], horizon)
+    view = _replay(state, pending, now)
+    return view, (settled, pending, horizon)
 
 
 class Following(NamedTuple):
-    """A step whose events all come after the stored view: the group's clock, the window's new
-    lower edge and the time up to which the step expires sessions."""
+    """A step whose events all come after the stored view: its events in (ts, offset) order,
+    the group's clock, the window's new lower edge and the time up to which the step expires
+    sessions."""
 
+    events: list
     clock: int
     horizon: int
     now: int
@@ -194,65 +194,71 @@ def _following(body: StoredBody, events, watermark_ms, config) -> Following | No
     earlier steps paused does not matter). None otherwise."""
     if not events or body.view_session_timeout_ms() != config.timeout_for(body.system()):
         return None
-    first = min(events, key=_order)
-    last = body.last_pending()
-    if first[0].ts < body.now or (last is not None and _order(first) <= last):
+    new = sorted(events, key=_order)
+    last = body.last_pending()           # the window is stored in (ts, offset) order
+    if new[0][0].ts < body.now or (last is not None and _order(new[0]) <= last):
         return None
     settled_clock, settled_now = body.settled_clock_and_now()
-    clock = max(settled_clock, *body.pending_times(), *(e.ts for e, _ in events))
+    clock = max(settled_clock, last[0] if last is not None else settled_clock, new[-1][0].ts)
     horizon = _next_horizon(body.horizon, clock, watermark_ms, config.reorder_window_ms)
-    return Following(clock, horizon, max(clock, watermark_ms or 0, settled_now, body.now))
+    return Following(new, clock, horizon, max(clock, watermark_ms or 0, settled_now, body.now))
 
 
-def _step_within_window(body: StoredBody, events, following: Following) -> StepOutput:
+def _step_within_window(body: StoredBody, following: Following) -> StepOutput:
     """The window's lower edge stays: the new events go onto the view, the settled state and the
     stored window are kept as they are (not even converted)."""
     cursor = (body.now, body.now_offset)
-    new = sorted(events, key=_order)
-    view = _onto_view(body.view(), new, following, cursor)
-    kept = Stored(body.settled_text(), new, following.horizon, {}, 0,
+    view = _onto_view(body.view(), following, cursor)
+    kept = Stored(body.settled_text(), following.events, following.horizon, {}, 0,
                   pending_raw=body.pending_raw())
     return _conclude(view, body.published(), cursor, kept)
 
 
-def _step_past_window(body: StoredBody, events, following: Following) -> StepOutput:
+def _step_past_window(body: StoredBody, following: Following) -> StepOutput:
     """The window's new lower edge lies past the stored window and inside the new events: the
     view goes on through the new events, and the settled state is cut from it at the edge
     (the stored window's replay would repeat, re-run for re-run, what the view already is)."""
     cursor = (body.now, body.now_offset)
-    new = sorted(events, key=_order)
-    horizon = following.horizon
-    cut = next((i for i, (e, _) in enumerate(new) if e.ts >= horizon), len(new))
-    view = body.view()
-    view.claims_cache = claims_of(view)
-    view.log, view.log_after = [], cursor
-    _replay(view, new[:cut], horizon - 1)
-    forget_tombstones(view, horizon)
+    view = _recording(body.view(), cursor)
+    pending = _settle(view, following.events, following.horizon)
     settled = render_state(view)
-    _replay(view, new[cut:], following.now)
-    return _conclude(view, body.published(), cursor, Stored(settled, new[cut:], horizon, {}, 0))
+    _replay(view, pending, following.now)
+    return _conclude(view, body.published(), cursor,
+                     Stored(settled, pending, following.horizon, {}, 0))
 
 
-def _advance_in_order(stored: Stored, events, following: Following, cursor):
+def _advance_in_order(stored: Stored, following: Following, cursor):
     """`_advance` without the window replay: only stored events leave the window, onto the
     settled state; the new ones go onto the stored view."""
-    state, horizon = stored.settled, following.horizon
-    new = sorted(events, key=_order)
-    cut = next((i for i, (e, _) in enumerate(stored.pending) if e.ts >= horizon),
-               len(stored.pending))
+    state = stored.settled
     state.claims_cache = claims_of(state)
-    _replay(state, stored.pending[:cut], horizon - 1)
-    forget_tombstones(state, horizon)
-    view = _onto_view(stored.view, new, following, cursor)
-    return view, (render_state(state), [*stored.pending[cut:], *new], horizon)
+    pending = _settle(state, stored.pending, following.horizon)
+    view = _onto_view(stored.view, following, cursor)
+    return view, (render_state(state), [*pending, *following.events], following.horizon)
 
 
-def _onto_view(view: GroupState, new, following: Following, cursor) -> GroupState:
+def _onto_view(view: GroupState, following: Following, cursor) -> GroupState:
     """Apply events that all come after the view, logging the transitions after `cursor`."""
-    view.claims_cache = claims_of(view)
-    view.log, view.log_after = [], cursor
+    _recording(view, cursor)
     forget_tombstones(view, following.horizon)
-    return _replay(view, new, following.now)
+    return _replay(view, following.events, following.now)
+
+
+def _recording(state: GroupState, cursor: tuple[int, int]) -> GroupState:
+    """A decoded state made ready to go on: its claims, and a log of the transitions after
+    `cursor`."""
+    state.claims_cache = claims_of(state)
+    state.log, state.log_after = [], cursor
+    return state
+
+
+def _settle(state: GroupState, items, horizon: int) -> list:
+    """Apply the items (in order) before the window's lower edge and expire up to it: the state
+    becomes the settled state at `horizon`. Returns the items from the edge on."""
+    cut = next((i for i, (e, _) in enumerate(items) if e.ts >= horizon), len(items))
+    _replay(state, items[:cut], horizon - 1)
+    forget_tombstones(state, horizon)
+    return items[cut:]
 
 
 def _next_horizon(current: int, clock: int, watermark_ms: int | None, window_ms: int) -> int:

@@ -52,7 +52,7 @@ def _tune_worker_gc() -> None:
     """Once per Python worker process. The state function allocates a few small objects per
     event and keeps few of them; with the default thresholds (700, 10, 10) the collector ran
     every 700 allocations and rescanned what the worker imported (pyspark, pandas, pyarrow) and
-    the parser's cache, measured at about 15 % of the function's time. Freezing the imports
+    the parser's cache: 6 to 15 % of the function's time, measured. Freezing the imports
     takes them out of every scan; the larger thresholds still collect young cycles (pandas
     makes some) every 50,000 allocations and everything every 10 million."""
     if gc.get_threshold() != WORKER_GC_THRESHOLDS:

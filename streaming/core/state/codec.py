@@ -118,9 +118,6 @@ class StoredBody:
     def settled_clock_and_now(self) -> tuple[int, int]:
         return self.body["s"]["c"], self.body["s"]["n"]
 
-    def pending_times(self) -> list[int]:
-        return [event["ts"] for _, event in self.body["p"]]
-
     def last_pending(self) -> tuple[int, int] | None:
         """(ts, offset) of the window's last event."""
         return (self.body["p"][-1][1]["ts"], self.body["p"][-1][0]) if self.body["p"] else None
