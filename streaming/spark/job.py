@@ -100,13 +100,16 @@ def restore_snapshots(spark: SparkSession, checkpoint: str, store: SnapshotStore
     return restored
 
 
-def start_query(spark: SparkSession, config: JobConfig, sink: BatchSink) -> StreamingQuery:
+def start_query(spark: SparkSession, config: JobConfig, sink, state_function=None) -> StreamingQuery:
+    """The job's query: source, routing, the per-group state function (default: the core's
+    step, as make_state_function wraps it), foreachBatch `sink`."""
+    if state_function is None:
+        state_function = make_state_function(config.step_config(), config.max_event_bytes)
     records = read_event_stream(spark, source_config(config))
     routed = route_events(records, config.max_event_bytes).withWatermark(
         "event_time", config.watermark_delay)
     outputs = routed.groupBy("state_key").applyInPandasWithState(
-        make_state_function(config.step_config(), config.max_event_bytes), OUTPUT_SCHEMA, STATE_SCHEMA, "update",
-        GroupStateTimeout.EventTimeTimeout)
+        state_function, OUTPUT_SCHEMA, STATE_SCHEMA, "update", GroupStateTimeout.EventTimeTimeout)
     return (outputs.writeStream.queryName(QUERY_NAME)
             .option("checkpointLocation", config.checkpoint)
             .outputMode("update")

@@ -188,13 +188,11 @@ def run(bootstrap: str, args) -> None:
 
 def operator_floor(spark, config, checkpoint: Path, expected: int) -> float:
     """The job's query with a state function that does nothing: what the operator costs."""
-    import pandas as pd
-    from pyspark.sql.streaming.state import GroupStateTimeout
+    import dataclasses
 
-    from streaming.spark.job import source_config
-    from streaming.spark.parse import route_events
-    from streaming.spark.source import read_event_stream
-    from streaming.spark.state_function import OUTPUT_SCHEMA, STATE_SCHEMA
+    import pandas as pd
+
+    from streaming.spark.job import start_query
 
     def empty(key, frames, state):
         rows = sum(len(frame) for frame in frames)
@@ -203,15 +201,8 @@ def operator_floor(spark, config, checkpoint: Path, expected: int) -> float:
         yield pd.DataFrame({"state_key": [key[0]], "kind": ["counts"], "reason": [None],
                             "payload": [str(rows).encode()]})
 
-    routed = route_events(read_event_stream(spark, source_config(config)),
-                          config.max_event_bytes).withWatermark("event_time",
-                                                                config.watermark_delay)
-    query = (routed.groupBy("state_key")
-             .applyInPandasWithState(empty, OUTPUT_SCHEMA, STATE_SCHEMA, "update",
-                                     GroupStateTimeout.EventTimeTimeout)
-             .writeStream.option("checkpointLocation", str(checkpoint)).outputMode("update")
-             .trigger(processingTime=config.trigger_interval)
-             .foreachBatch(lambda frame, _: frame.collect()).start())
+    query = start_query(spark, dataclasses.replace(config, checkpoint=str(checkpoint)),
+                        lambda frame, _: frame.collect(), state_function=empty)
     try:
         return throughput(query, expected)[1]
     finally:
