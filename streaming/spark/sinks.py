@@ -1,9 +1,14 @@
 """foreachBatch on the driver: the exporter's snapshots, the findings topic, the dead-letter topic,
 and the job's counters.
 
-Counters and produced records are exactly-once per micro-batch id: a batch Spark re-runs after a
-crash (same id, same rows, since the state step is deterministic) refreshes the snapshots but is
-not counted or produced again. The counters file lives in the checkpoint, so it moves with it.
+Counters are exactly-once per micro-batch id: a batch Spark re-runs after a crash (same id, same
+rows, since the state step is deterministic) refreshes the snapshots but is not counted or
+produced again. The counters file lives in the checkpoint, so it moves with it.
+
+Records go through an Outbox, so no produce failure stops the job: a batch waits a bounded time
+for its records' outcomes before its counters are saved (a crash before then re-runs the batch
+and produces them again: at least once), and what is still pending after that settles in the
+background, delivered or counted as undelivered by topic and cause.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+from streaming.delivery import Delivery, Outbox, Record
 from streaming.exporter import SnapshotStore
 from streaming.spark.checkpoint_files import TextFile, checkpoint_child
 from streaming.spark.state_function import COUNTS, DEAD_LETTER, FINDING, REMOVED, SNAPSHOT
@@ -53,21 +59,23 @@ def counters_path(checkpoint: str) -> str:
 class BatchSink:
     """Callable for DataStreamWriter.foreachBatch."""
 
-    def __init__(self, store: SnapshotStore, counters_file: TextFile, producer,
-                 findings_topic: str, dead_letter_topic: str) -> None:
+    def __init__(self, store: SnapshotStore, counters_file: TextFile, outbox: Outbox,
+                 findings_topic: str, dead_letter_topic: str, wait_s: float = 30.0) -> None:
         self._store = store
         self._counters_file = counters_file
         self._counters = JobCounters.load(counters_file)
-        self._producer = producer  # confluent_kafka.Producer or anything with produce/flush
+        self._outbox = outbox
         self._findings_topic = findings_topic
         self._dead_letter_topic = dead_letter_topic
+        self._wait_s = wait_s
+        self._sent: list[Delivery] = []
         self._publish_health()
 
     def close(self) -> None:
-        """Flush what was produced and let go of the producer (its client closes with it)."""
-        if self._producer is not None:
-            self._producer.flush(10)
-            self._producer = None
+        """Deliver what is still queued (bounded) and let go of the producer."""
+        if self._outbox is not None:
+            self._outbox.close(10)
+            self._outbox = None
 
     def __call__(self, batch_df, batch_id: int) -> None:
         self.apply_rows(batch_df.collect(), batch_id)
@@ -78,7 +86,11 @@ class BatchSink:
         for row in rows:
             self._apply_row(row, count=first_time)
         if first_time:
-            self._producer.flush(30)
+            pending = self._outbox.wait(self._sent, self._wait_s)
+            if pending:
+                log.warning("batch %d: %d records not yet delivered after %.0f s; they stay "
+                            "queued and are retried", batch_id, pending, self._wait_s)
+            self._sent = []
             self._counters.batch_id = batch_id
             self._counters.save(self._counters_file)
 
@@ -96,16 +108,19 @@ class BatchSink:
         elif kind == FINDING:
             self._store.record_finding(json.loads(payload))
             if count:
-                self._producer.produce(self._findings_topic, key=key.encode(), value=payload)
+                self._send(Record(self._findings_topic, payload, key.encode()))
         elif not count:
             return
         elif kind == DEAD_LETTER:
-            self._producer.produce(self._dead_letter_topic, value=payload,
-                                   headers=[(REASON_HEADER, (row["reason"] or "").encode())])
+            reason = (REASON_HEADER, (row["reason"] or "").encode())
+            self._send(Record(self._dead_letter_topic, payload, headers=(reason,), cuttable=True))
         elif kind == COUNTS:
             counts = json.loads(payload)
             self._counters.events.update(counts.get("events", {}))
             self._counters.invalid.update(counts.get("invalid", {}))
+
+    def _send(self, record: Record) -> None:
+        self._sent.append(self._outbox.send(record))
 
     def _publish_health(self, finished_at: float | None = None) -> None:
         changes = dict(events_total=dict(self._counters.events),

@@ -1,26 +1,15 @@
 import json
 
 import pytest
+from confluent_kafka import KafkaError
 
+from streaming.delivery import DeliveryStats, Outbox
 from streaming.exporter import SnapshotStore
 from streaming.spark.checkpoint_files import LocalTextFile
 from streaming.spark.sinks import BatchSink, JobCounters, counters_path
+from tests.unit.fake_producer import FakeProducer
 
 pytestmark = pytest.mark.unit
-
-
-class RecordingProducer:
-    """Test double for confluent_kafka.Producer: records what would be sent (the real producer
-    is exercised by the integration tests against the broker)."""
-
-    def __init__(self):
-        self.sent = []
-
-    def produce(self, topic, value=None, key=None, headers=None):
-        self.sent.append((topic, key, value, headers))
-
-    def flush(self, timeout=None):
-        return 0
 
 
 def row(kind, key="g", payload=b"{}", reason=None):
@@ -38,19 +27,39 @@ def batch():
     ]
 
 
+class Sent:
+    """What reached the fake broker, as (topic, key, value, headers)."""
+
+    def __init__(self, producer: FakeProducer) -> None:
+        self._producer = producer
+
+    def __eq__(self, other):
+        return list(self) == other
+
+    def __iter__(self):
+        return iter([(m.topic(), m.key(), m.value(), m.headers()) for m in self._producer.delivered])
+
+    def __getitem__(self, index):
+        return list(self)[index]
+
+    def __len__(self):
+        return len(self._producer.delivered)
+
+
 def make_sink(tmp_path, producer=None):
     store = SnapshotStore()
-    producer = producer or RecordingProducer()
-    sink = BatchSink(store, LocalTextFile(tmp_path / "counters.json"), producer, "findings", "dlq")
-    return sink, store, producer
+    producer = producer or FakeProducer()
+    outbox = Outbox(producer, DeliveryStats())
+    sink = BatchSink(store, LocalTextFile(tmp_path / "counters.json"), outbox, "findings", "dlq")
+    return sink, store, Sent(producer)
 
 
 def test_a_batch_updates_snapshots_counters_and_topics(tmp_path):
     sink, store, producer = make_sink(tmp_path)
     sink.apply_rows(batch(), batch_id=0)
     assert store.groups()[0]["members"] == 2
-    assert [(t, k) for t, k, _, _ in producer.sent] == [("findings", b"g"), ("dlq", None)]
-    assert producer.sent[1][3] == [("rebalance-monitor-reason", b"not_json")]
+    assert [(t, k) for t, k, _, _ in producer] == [("findings", b"g"), ("dlq", None)]
+    assert producer[1][3] == [("rebalance-monitor-reason", b"not_json")]
     counters = JobCounters.load(LocalTextFile(tmp_path / "counters.json"))
     assert (counters.batch_id, counters.events["heartbeat"], counters.invalid["not_json"]) == (0, 3, 1)
     assert counters.max_event_time_ms == 5000
@@ -62,12 +71,12 @@ def test_a_replayed_batch_is_not_counted_or_produced_twice(tmp_path):
     # A restarted job (new sink, same checkpoint) re-runs batch 0 and then runs batch 1.
     restarted, store2, producer2 = make_sink(tmp_path)
     restarted.apply_rows(batch(), batch_id=0)
-    assert producer2.sent == []
+    assert producer2 == []
     assert store2.groups()[0]["members"] == 2  # snapshots are still refreshed
     restarted.apply_rows(batch(), batch_id=1)
     counters = JobCounters.load(LocalTextFile(tmp_path / "counters.json"))
     assert (counters.batch_id, counters.events["heartbeat"], counters.invalid["not_json"]) == (1, 6, 2)
-    assert len(producer2.sent) == 2
+    assert len(producer2) == 2
 
 
 def test_removed_group_disappears(tmp_path):
@@ -80,3 +89,24 @@ def test_removed_group_disappears(tmp_path):
 def test_counters_live_in_the_checkpoints_own_filesystem():
     assert counters_path("hdfs://namenode:8020/cp/rm") == "hdfs://namenode:8020/cp/rm/monitor/counters.json"
     assert counters_path("/var/lib/rm/") == "/var/lib/rm/monitor/counters.json"
+
+
+def test_a_dead_letter_the_topic_refuses_is_counted_and_the_batch_completes(tmp_path):
+    refusing = FakeProducer(lambda m: KafkaError.TOPIC_AUTHORIZATION_FAILED
+                            if m.topic() == "dlq" else None)
+    sink, store, sent = make_sink(tmp_path, refusing)
+    sink.apply_rows(batch(), batch_id=0)
+    assert [t for t, _, _, _ in sent] == ["findings"]
+    assert sink._outbox.stats.snapshot()["undelivered"] == {("dlq", "topic_authorization_failed"): 1}
+    counters = JobCounters.load(LocalTextFile(tmp_path / "counters.json"))
+    assert counters.batch_id == 0 and counters.invalid["not_json"] == 1
+
+
+def test_an_oversized_dead_letter_is_cut_and_keeps_its_reason(tmp_path):
+    sink, _, sent = make_sink(tmp_path)
+    big = row("dead_letter", key="\u0000unroutable", payload=b"{" * 1_100_000, reason="not_json")
+    sink.apply_rows([big], batch_id=0)
+    ((topic, _, value, headers),) = list(sent)
+    assert topic == "dlq" and len(value) < 1_000_000
+    assert dict(headers)["rebalance-monitor-reason"] == b"not_json"
+    assert dict(headers)["rebalance-monitor-original-bytes"] == b"1100000"
