@@ -18,8 +18,9 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from streaming.delivery import cause_of
 from streaming.spark.offset_ranges import DataLossError, OffsetRange, TopicPartitionKey
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,48 @@ def client_settings(bootstrap_servers: str, kafka_options: Mapping[str, str]) ->
         else:
             settings[key] = str(value)
     return settings
+
+
+class OutageLog:
+    """Logs a broker connection's state once per change (unreachable with its cause, then
+    reachable again), not once per retry."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.cause: str | None = None
+
+    def failed(self, cause: str) -> None:
+        if cause != self.cause:
+            log.warning("%s: broker unreachable (%s); waiting for it", self.what, cause)
+            self.cause = cause
+
+    def ok(self) -> None:
+        if self.cause is not None:
+            log.warning("%s: broker reachable again", self.what)
+            self.cause = None
+
+
+def error_cause(error: BaseException) -> str:
+    """A short cause for a client failure: librdkafka's error name, else the exception class."""
+    if isinstance(error, KafkaException) and isinstance(error.args[0], KafkaError):
+        return cause_of(error.args[0])
+    return type(error).__name__
+
+
+def until_answered(call, outage: OutageLog, max_backoff_s: float = 30.0):
+    """call() until it returns without a client error, backing off from 1 s to max_backoff_s.
+    For requests whose answer the caller cannot do without (an outage only delays it)."""
+    backoff = 1.0
+    while True:
+        try:
+            result = call()
+        except KafkaException as exc:
+            outage.failed(error_cause(exc))
+            time.sleep(backoff)
+            backoff = min(max_backoff_s, backoff * 2)
+            continue
+        outage.ok()
+        return result
 
 
 def new_consumer(settings: Mapping[str, str]) -> Consumer:
@@ -182,7 +225,8 @@ def pooled_consumer(settings: Mapping[str, str]) -> Iterator[Consumer]:
 
 def _first_offset(consumer, offset_range: OffsetRange, fail_on_data_loss, timeout_s) -> int:
     key = TopicPartition(offset_range.topic, offset_range.partition)
-    low, _ = consumer.get_watermark_offsets(key, timeout=timeout_s)
+    outage = OutageLog(f"{offset_range.topic}[{offset_range.partition}]")
+    low, _ = until_answered(lambda: consumer.get_watermark_offsets(key, timeout=timeout_s), outage)
     if offset_range.start >= low or offset_range.new_partition:
         return max(offset_range.start, low)
     message = (
@@ -200,6 +244,7 @@ def _consume_until(consumer, offset_range, position, fail_on_data_loss, timeout_
     if position >= end:
         return
     consumer.assign([TopicPartition(topic, partition, position)])
+    outage = OutageLog(f"{topic}[{partition}]")
     deadline = time.monotonic() + timeout_s
     while position < end:
         chunk = []
@@ -213,7 +258,7 @@ def _consume_until(consumer, offset_range, position, fail_on_data_loss, timeout_
                     continue
                 if error.fatal() or error.code() == KafkaError._AUTO_OFFSET_RESET:
                     raise DataLossError(f"{topic}[{partition}] at {position}: {error}")
-                log.warning("%s[%d] at %d: %s", topic, partition, position, error)
+                outage.failed(cause_of(error))  # the client retries by itself
                 continue
             if offset < position:
                 continue
@@ -223,8 +268,12 @@ def _consume_until(consumer, offset_range, position, fail_on_data_loss, timeout_
             chunk.append(message)
             position = offset + 1
         if chunk:
+            outage.ok()
             deadline = time.monotonic() + timeout_s
             yield chunk
+        elif position < end and time.monotonic() > deadline and not _answers(consumer, topic,
+                                                                             partition, outage):
+            deadline = time.monotonic() + timeout_s  # an outage: the records are still there
         elif position < end and time.monotonic() > deadline:
             text = (
                 f"{topic}[{partition}]: the broker returned no record at offset {position} "
@@ -234,3 +283,13 @@ def _consume_until(consumer, offset_range, position, fail_on_data_loss, timeout_
                 raise TimeoutError(text)
             log.warning("%s: skipping the rest of the range (failOnDataLoss=false)", text)
             return
+
+
+def _answers(consumer, topic: str, partition: int, outage: OutageLog) -> bool:
+    """Whether the broker answers for the partition now (a silent read is then no outage)."""
+    try:
+        consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=5.0)
+    except KafkaException as exc:
+        outage.failed(error_cause(exc))
+        return False
+    return True

@@ -29,6 +29,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
+from confluent_kafka import KafkaException
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import (
@@ -141,6 +142,7 @@ class EmbeddedKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
         self._consumer = None
         self._target: Positions | None = None
         self._last_latest: Positions | None = None
+        self._outage = kafka_client.OutageLog(f"events topic {','.join(options.topics)}")
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_consumer": None}
@@ -151,6 +153,20 @@ class EmbeddedKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
         return self._consumer
 
     def _latest_and_earliest(self) -> tuple[Positions, Positions]:
+        """Waits out a broker outage (logged once): the offsets are needed to go on."""
+        return kafka_client.until_answered(self._ask_latest_and_earliest, self._outage)
+
+    def _try_latest_and_earliest(self) -> tuple[Positions, Positions] | None:
+        """One attempt; None while the broker does not answer (logged once per outage)."""
+        try:
+            answer = self._ask_latest_and_earliest()
+        except KafkaException as exc:
+            self._outage.failed(kafka_client.error_cause(exc))
+            return None
+        self._outage.ok()
+        return answer
+
+    def _ask_latest_and_earliest(self) -> tuple[Positions, Positions]:
         consumer, timeout = self._driver_consumer(), self.options.metadata_timeout_s
         counts = kafka_client.partition_counts(consumer, self.options.topics, timeout)
         keys = [(topic, p) for topic in self.options.topics for p in range(counts[topic])]
@@ -182,7 +198,12 @@ class EmbeddedKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = from_offsets(start)
-        latest, earliest = self._latest_and_earliest()
+        answer = self._try_latest_and_earliest()
+        if answer is None:
+            # The broker does not answer: no new data this trigger (the query waits, it does not
+            # fail), and the next trigger asks again from the same offsets.
+            return start
+        latest, earliest = answer
         if self._target is not None:  # Trigger.AvailableNow: nothing beyond the target
             latest = {key: min(end, self._target.get(key, begin.get(key, earliest[key])))
                       for key, end in latest.items()}
