@@ -42,6 +42,8 @@ REQUIRED_ALERTS = {
     "RebalanceStorm": ("warning", "10m"),
     "RebalanceMonitorStalled": ("critical", None),
     "RebalanceMonitorInvalidEvents": ("warning", "10m"),
+    "RebalanceMonitorUndeliveredRecords": ("warning", None),
+    "RebalanceMonitorQueryRestarts": ("warning", None),
 }
 
 
@@ -129,8 +131,8 @@ def test_alert_thresholds_match_the_issue():
     assert exprs["RebalanceDoubleAssignment"] == "rebalance_double_assigned_queues > 0"
     assert exprs["RebalanceOrphanedQueues"] == "rebalance_orphaned_queues > 0"
     stalled = [r for r in alerts() if r["alert"] == "RebalanceMonitorStalled"]
-    assert sorted(r["labels"]["stalled"] for r in stalled) == ["last_batch_old",
-                                                               "no_batch_timestamp"]
+    assert sorted(r["labels"]["stalled"] for r in stalled) == [
+        "last_batch_old", "no_batch_timestamp", "source_unreachable"]
     absent_rule = next(r for r in stalled if r["labels"]["stalled"] == "no_batch_timestamp")
     assert absent_rule["expr"].startswith("absent(") and absent_rule["for"] == "5m"
 
