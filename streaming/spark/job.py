@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 import threading
+import time
 
 from prometheus_client import CollectorRegistry
 from pyspark.errors.exceptions.captured import SparkRuntimeException
@@ -27,6 +28,7 @@ from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from pyspark.sql.streaming.state import GroupStateTimeout
 
 from streaming.core.step import snapshot_of
+from streaming.delivery import DeliveryStats, Outbox, RetryPolicy
 from streaming.exporter import (
     ClientSeriesPolicy,
     MetricsServer,
@@ -34,12 +36,15 @@ from streaming.exporter import (
     RebalanceCollector,
     SnapshotStore,
 )
+from streaming.exporter.health import DeliveryCollector, RestartCounter, SourceCollector
+from streaming.spark import kafka_client
 from streaming.spark.checkpoint_files import HadoopTextFile, checkpoint_child, hadoop_path_exists
 from streaming.spark.config import JobConfig, config_from_args
 from streaming.spark.config import add_arguments as add_config_arguments
 from streaming.spark.parse import route_events
 from streaming.spark.sinks import BatchSink, counters_path
 from streaming.spark.source import SourceConfig, read_event_stream
+from streaming.spark.source_probe import SourceProbe
 from streaming.spark.state_function import OUTPUT_SCHEMA, STATE_SCHEMA, make_state_function
 
 log = logging.getLogger("rebalance_monitor.job")
@@ -118,10 +123,18 @@ def start_query(spark: SparkSession, config: JobConfig, sink, state_function=Non
             .start())
 
 
-def make_producer(config: JobConfig):
+# Each attempt of a finding or dead letter lasts up to a minute in the client, and a record
+# gets three: an outage of the findings topic of up to three minutes loses nothing.
+PRODUCER_DEFAULTS = {"linger.ms": 20, "message.timeout.ms": 60_000,
+                     "queue.buffering.max.kbytes": 65_536}
+
+
+def make_outbox(config: JobConfig, stats: DeliveryStats) -> Outbox:
     from confluent_kafka import Producer
 
-    return Producer({**config.producer_options(), "linger.ms": 20})
+    settings = {**PRODUCER_DEFAULTS, **config.producer_options()}
+    max_bytes = int(settings.get("message.max.bytes", 1_000_000))
+    return Outbox(Producer(settings), stats, RetryPolicy(attempts=3), max_bytes).start()
 
 
 class ProgressListener(StreamingQueryListener):
@@ -154,9 +167,17 @@ class Monitor:
         self.config = config
         self.spark = spark
         self.store = SnapshotStore()
+        self.delivery = DeliveryStats()
+        self.restarts = RestartCounter()
+        self.source_probe = SourceProbe(
+            kafka_client.client_settings(config.bootstrap_servers, config.kafka_options),
+            config.topic)
         self.registry = CollectorRegistry()
         self.registry.register(RebalanceCollector(
             self.store, ClientSeriesPolicy(config.client_metrics, config.max_client_series)))
+        self.registry.register(SourceCollector(self.source_probe.health))
+        self.registry.register(DeliveryCollector(self.delivery))
+        self.registry.register(self.restarts)
         self.metrics = MetricsServer(MetricsServerConfig(config.metrics_host, config.metrics_port),
                                      self.registry)
         self.query: StreamingQuery | None = None
@@ -165,22 +186,53 @@ class Monitor:
     def start(self) -> None:
         restored = restore_snapshots(self.spark, self.config.checkpoint, self.store)
         counters = HadoopTextFile(self.spark, counters_path(self.config.checkpoint))
-        self._sink = BatchSink(self.store, counters, make_producer(self.config),
+        self._sink = BatchSink(self.store, counters, make_outbox(self.config, self.delivery),
                                self.config.findings_topic, self.config.dead_letter_topic)
         self.metrics.start()
+        self.source_probe.start()
         log.info("metrics on %s:%s, %d groups restored from the checkpoint",
                  self.config.metrics_host, self.metrics.port, restored)
         self._listener = ProgressListener(self.store, QUERY_NAME)
         self.spark.streams.addListener(self._listener)
         self.query = start_query(self.spark, self.config, self._sink)
 
+    def run_until(self, stopping: threading.Event, max_backoff_s: float = 60.0) -> None:
+        """Keep the query running until `stopping` is set. A query that fails (whatever the
+        cause) is restarted on its checkpoint after a backoff, so it resumes exactly where its
+        last batch committed; each restart is counted by cause and logged."""
+        backoff, started = 1.0, time.monotonic()
+        while not stopping.is_set():
+            if self.query.isActive:
+                stopping.wait(1.0)
+                continue
+            error = self.query.exception()
+            if error is None:
+                return  # stopped on purpose
+            if time.monotonic() - started > max_backoff_s:
+                backoff = 1.0  # it had run well for a while: this is a new failure, not a loop
+            cause = _failure_cause(error)
+            self.restarts.inc(cause)
+            log.error("streaming query failed (%s); restarting it on its checkpoint in %.0f s: %s",
+                      cause, backoff, error)
+            if stopping.wait(backoff):
+                return
+            self.query = start_query(self.spark, self.config, self._sink)
+            started, backoff = time.monotonic(), min(max_backoff_s, backoff * 2)
+
     def stop(self) -> None:
         if self.query is not None:
             self.query.stop()
             self.spark.streams.removeListener(self._listener)
+        self.source_probe.stop()
         if self._sink is not None:
             self._sink.close()
         self.metrics.stop()
+
+
+def _failure_cause(error) -> str:
+    """A label value for a failed query: Spark's error condition, else the exception class."""
+    condition = getattr(error, "getCondition", lambda: None)()
+    return str(condition or type(error).__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -199,10 +251,7 @@ def main(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     monitor.start()
     try:
-        while not stopping.is_set() and monitor.query.isActive:
-            stopping.wait(1.0)
-        if monitor.query.exception():
-            raise monitor.query.exception()
+        monitor.run_until(stopping)
     except KeyboardInterrupt:
         pass
     finally:

@@ -28,6 +28,10 @@ HEALTH_METRICS = frozenset({
     "rebalance_monitor_events_total", "rebalance_monitor_invalid_events_total",
     "rebalance_monitor_batch_duration_seconds", "rebalance_monitor_last_batch_timestamp_seconds",
     "rebalance_monitor_input_lag_seconds", "rebalance_monitor_groups",
+    "rebalance_monitor_source_up", "rebalance_monitor_source_errors_total",
+    "rebalance_monitor_source_last_success_timestamp_seconds",
+    "rebalance_monitor_produce_errors_total", "rebalance_monitor_undelivered_records_total",
+    "rebalance_monitor_truncated_records_total", "rebalance_monitor_query_restarts_total",
 })
 CONTRACT_METRICS = GROUP_METRICS | HEALTH_METRICS
 

@@ -1,0 +1,93 @@
+"""Small collectors for the monitor's own connections: the events source, the topics it produces
+to, and restarts of its query. Each reads a live object on every scrape, so /metrics tells the
+truth during an outage, when no micro-batch runs.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+
+class SourceCollector(Collector):
+    """rebalance_monitor_source_* from a callable returning a SourceHealth."""
+
+    def __init__(self, health: Callable) -> None:
+        self._health = health
+
+    def collect(self) -> Iterator[Metric]:
+        health = self._health()
+        yield GaugeMetricFamily(
+            "rebalance_monitor_source_up",
+            "1 when the events broker answered the last metadata request for the events "
+            "topic, 0 when it did not (the job waits and resumes where it stopped).",
+            value=1.0 if health.up else 0.0)
+        errors = CounterMetricFamily(
+            "rebalance_monitor_source_errors",
+            "Failed requests to the events broker from the driver, by cause.", labels=["cause"])
+        for cause, count in sorted(health.errors.items()):
+            errors.add_metric([cause], float(count))
+        yield errors
+        yield GaugeMetricFamily(
+            "rebalance_monitor_source_last_success_timestamp_seconds",
+            "Unix time the events broker last answered; 0 before it first did.",
+            value=health.last_ok_seconds)
+
+
+class DeliveryCollector(Collector):
+    """rebalance_monitor_produce_* from a streaming.delivery.DeliveryStats."""
+
+    def __init__(self, stats) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        counts = self._stats.snapshot()
+        yield _by_topic_and_cause(
+            "rebalance_monitor_produce_errors",
+            "Failed produce attempts, by topic and cause (a retried record counts each time).",
+            counts["errors"])
+        yield _by_topic_and_cause(
+            "rebalance_monitor_undelivered_records",
+            "Records given up on, by topic and cause: they are not in the topic (each is logged).",
+            counts["undelivered"])
+        truncated = CounterMetricFamily(
+            "rebalance_monitor_truncated_records",
+            "Records cut to fit the topic's size limit (original size and SHA-256 in headers).",
+            labels=["topic"])
+        for topic, count in sorted(counts["truncated"].items()):
+            truncated.add_metric([topic], float(count))
+        yield truncated
+
+
+class RestartCounter(Collector):
+    """rebalance_monitor_query_restarts_total{cause}: the job restarted its failed query."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter = Counter()
+
+    def inc(self, cause: str) -> None:
+        with self._lock:
+            self._counts[cause] += 1
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            "rebalance_monitor_query_restarts",
+            "Times the streaming query failed and was restarted from its checkpoint, by the "
+            "failure's exception class.", labels=["cause"])
+        with self._lock:
+            items = sorted(self._counts.items())
+        for cause, count in items:
+            family.add_metric([cause], float(count))
+        yield family
+
+
+def _by_topic_and_cause(name: str, doc: str, counts: dict) -> Metric:
+    family = CounterMetricFamily(name, doc, labels=["topic", "cause"])
+    for (topic, cause), count in sorted(counts.items()):
+        family.add_metric([topic, cause], float(count))
+    return family
