@@ -91,6 +91,7 @@ class EmbeddedBroker:
         start_timeout_s: float = 30.0,
         stop_timeout_s: float = 2.0,
         cluster_id: str = "rebalance_monitor",
+        schema_registry: Path | None = None,
     ) -> None:
         if not 0 <= int(port) <= 65535:
             raise ValueError(f"port must be in 0..65535, got {port}")
@@ -101,6 +102,9 @@ class EmbeddedBroker:
         self.start_timeout_s = start_timeout_s
         self.stop_timeout_s = stop_timeout_s
         self.cluster_id = cluster_id
+        # A folder of <topic>.json schemas: tansu refuses (INVALID_RECORD) a record of such a
+        # topic that does not validate, as a broker with a schema policy does.
+        self.schema_registry = schema_registry
         self.port: int | None = None
         self.log_path: Path | None = None
         self._process: subprocess.Popen | None = None
@@ -111,6 +115,13 @@ class EmbeddedBroker:
         if self.port is None or self._process is None:
             raise BrokerUnavailable("the embedded broker is not started")
         return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        """The broker's process id (tests pause it with SIGSTOP to make an outage)."""
+        if self._process is None:
+            raise BrokerUnavailable("the embedded broker is not started")
+        return self._process.pid
 
     @property
     def running(self) -> bool:
@@ -134,8 +145,14 @@ class EmbeddedBroker:
             "--listener-url", url, "--advertised-listener-url", url,
             "--storage-engine", "memory://tansu/",
         ]
+        cwd = None
+        if self.schema_registry is not None:
+            # tansu reads a file:// registry relative to its working directory.
+            cwd = Path(self.schema_registry).resolve().parent
+            command += ["--schema-registry", f"file://./{Path(self.schema_registry).name}"]
         self._process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=subprocess.STDOUT
+            command, stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=subprocess.STDOUT,
+            cwd=cwd,
         )
         try:
             self._wait_ready()
