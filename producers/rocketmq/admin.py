@@ -1,0 +1,235 @@
+"""The admin requests the bridge makes, each a typed call over RemotingClient with a typed answer.
+Request codes, header fields and body classes as in apache/rocketmq (RequestCode,
+protocol/header/*, protocol/body/*, MQClientAPIImpl, DefaultMQAdminExtImpl).
+
+    admin = RocketMQAdmin(RemotingClient(), namesrvs=["127.0.0.1:9876"])
+    cluster = admin.cluster_info()                      # {broker name: master address}
+    groups = admin.subscription_groups(address)         # {group: SubscriptionGroup}
+    members = admin.consumer_connections(address, group)
+    info = admin.running_info(address, group, client_id)
+    route = admin.topic_route(topic)
+
+A non-zero response code raises AdminError(code, remark); transport failures raise the
+remoting module's errors. Bodies are parsed with the fastjson dialect parser.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from producers.rocketmq import fastjson
+from producers.rocketmq.frames import SUCCESS
+from producers.rocketmq.remoting import RemotingClient, RemotingError
+
+GET_ROUTEINFO_BY_TOPIC = 105
+GET_BROKER_CLUSTER_INFO = 106
+GET_ALL_SUBSCRIPTIONGROUP_CONFIG = 201
+GET_CONSUMER_CONNECTION_LIST = 203
+GET_CONSUMER_RUNNING_INFO = 307
+GET_ALL_MESSAGE_REQUEST_MODE = 402   # 5.x (POP); 4.x answers REQUEST_CODE_NOT_SUPPORTED
+
+MASTER_ID = 0
+PERM_READ = 1 << 2                   # PermName.PERM_READ
+# The broker waits up to 10 s for a client's running info (ClientManageProcessor): ask longer.
+RUNNING_INFO_TIMEOUT_S = 15.0
+
+
+class AdminError(Exception):
+    """The server answered with a non-zero code."""
+
+    def __init__(self, code: int, remark: str | None) -> None:
+        super().__init__(f"code {code}: {remark}")
+        self.code = code
+        self.remark = remark
+
+    @property
+    def cause(self) -> str:
+        return f"code_{self.code}"
+
+
+class MalformedBody(Exception):
+    """A body that does not parse or lacks what its class must have."""
+
+    cause = "malformed_body"
+
+
+@dataclass(frozen=True)
+class SubscriptionGroup:
+    name: str
+    consume_enable: bool = True
+    broadcast_enable: bool = True
+
+
+@dataclass(frozen=True)
+class Connection:
+    client_id: str
+    client_addr: str       # host:port of this connection (one per broker and process)
+    language: str
+    version: int
+
+
+@dataclass(frozen=True)
+class ConsumerConnections:
+    connections: tuple[Connection, ...]
+    topics: tuple[str, ...]            # the group's subscription table (the last heartbeat's)
+    message_model: str                 # CLUSTERING | BROADCASTING
+    consume_type: str                  # CONSUME_PASSIVELY | CONSUME_ACTIVELY | CONSUME_POP
+
+
+@dataclass(frozen=True)
+class RunningInfo:
+    """What one client says of itself (ConsumerRunningInfo)."""
+
+    owned: tuple[tuple[str, str, int], ...]          # (topic, broker, queue id), not dropped
+    topics: tuple[str, ...]
+    properties: Mapping[str, str] = field(default_factory=dict)
+    pop_topics: tuple[str, ...] = ()                  # topics it reads in POP mode (5.x)
+
+    @property
+    def strategy_class(self) -> str | None:
+        """The allocation strategy's simple class name; None when the client does not say (Go,
+        C++ and other non-Java clients)."""
+        text = self.properties.get("allocateMessageQueueStrategy")
+        if not text:
+            return None
+        return text.split("@", 1)[0].rsplit(".", 1)[-1].rsplit("$", 1)[-1] or None
+
+    @property
+    def client_rebalance(self) -> bool:
+        return str(self.properties.get("clientRebalance", "true")).lower() != "false"
+
+
+@dataclass(frozen=True)
+class TopicRoute:
+    topic: str
+    readable: Mapping[str, int]        # broker name -> readable queue count (ids 0..n-1)
+
+
+class RocketMQAdmin:
+    def __init__(self, client: RemotingClient, namesrvs: Iterable[str],
+                 timeout_s: float = 5.0) -> None:
+        self._client = client
+        self.namesrvs = list(namesrvs)
+        if not self.namesrvs:
+            raise ValueError("at least one NameServer address is needed")
+        self._timeout_s = timeout_s
+
+    def cluster_info(self) -> dict[str, str]:
+        """Each broker name's master address."""
+        body = self._ask_namesrv(GET_BROKER_CLUSTER_INFO, {})
+        table = _mapping(body, "brokerAddrTable")
+        masters = {}
+        for name, data in table.items():
+            addrs = _mapping(data, "brokerAddrs")
+            master = addrs.get(MASTER_ID, addrs.get(str(MASTER_ID)))
+            if master:
+                masters[str(name)] = str(master)
+        return masters
+
+    def subscription_groups(self, broker: str) -> dict[str, SubscriptionGroup]:
+        body = self._ask(broker, GET_ALL_SUBSCRIPTIONGROUP_CONFIG, {})
+        groups = {}
+        for name, config in _mapping(body, "subscriptionGroupTable").items():
+            config = config if isinstance(config, Mapping) else {}
+            groups[str(name)] = SubscriptionGroup(
+                str(name), bool(config.get("consumeEnable", True)),
+                bool(config.get("consumeBroadcastEnable", True)))
+        return groups
+
+    def consumer_connections(self, broker: str, group: str) -> ConsumerConnections:
+        body = self._ask(broker, GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group})
+        connections = []
+        for item in _list(body, "connectionSet"):
+            if not isinstance(item, Mapping) or not item.get("clientId"):
+                raise MalformedBody("a connection without clientId")
+            connections.append(Connection(str(item["clientId"]), str(item.get("clientAddr", "")),
+                                          str(item.get("language", "")),
+                                          int(item.get("version") or 0)))
+        topics = tuple(sorted(str(t) for t in _mapping(body, "subscriptionTable")))
+        return ConsumerConnections(tuple(connections), topics,
+                                   str(body.get("messageModel") or "CLUSTERING"),
+                                   str(body.get("consumeType") or "CONSUME_PASSIVELY"))
+
+    def running_info(self, broker: str, group: str, client_id: str) -> RunningInfo:
+        body = self._ask(broker, GET_CONSUMER_RUNNING_INFO,
+                         {"consumerGroup": group, "clientId": client_id, "jstackEnable": "false"},
+                         timeout_s=RUNNING_INFO_TIMEOUT_S)
+        owned = []
+        for queue, state in _mapping(body, "mqTable").items():
+            if not isinstance(queue, Mapping) or not {"topic", "brokerName", "queueId"} <= set(queue):
+                raise MalformedBody("an mqTable key that is not a MessageQueue")
+            if not (isinstance(state, Mapping) and state.get("droped")):
+                owned.append((str(queue["topic"]), str(queue["brokerName"]), int(queue["queueId"])))
+        pop_topics = sorted({str(queue["topic"]) for queue in _mapping(body, "mqPopTable")
+                             if isinstance(queue, Mapping) and "topic" in queue})
+        topics = sorted({str(s["topic"]) for s in _list(body, "subscriptionSet")
+                         if isinstance(s, Mapping) and s.get("topic")})
+        properties = {str(k): str(v) for k, v in _mapping(body, "properties").items()}
+        return RunningInfo(tuple(sorted(owned)), tuple(topics), properties, tuple(pop_topics))
+
+    def topic_route(self, topic: str) -> TopicRoute:
+        body = self._ask_namesrv(GET_ROUTEINFO_BY_TOPIC,
+                                 {"topic": topic, "acceptStandardJsonOnly": "true"})
+        readable = {}
+        for queue_data in _list(body, "queueDatas"):
+            if not isinstance(queue_data, Mapping) or "brokerName" not in queue_data:
+                raise MalformedBody("a QueueData without brokerName")
+            if int(queue_data.get("perm", 0)) & PERM_READ:
+                readable[str(queue_data["brokerName"])] = int(queue_data.get("readQueueNums", 0))
+        return TopicRoute(topic, readable)
+
+    def pop_groups(self, broker: str) -> set[tuple[str, str]]:
+        """(topic, group) pairs a 5.x broker serves in POP mode; empty where POP does not exist."""
+        try:
+            body = self._ask(broker, GET_ALL_MESSAGE_REQUEST_MODE, {})
+        except AdminError:
+            return set()  # 4.x: REQUEST_CODE_NOT_SUPPORTED
+        pairs = set()
+        for topic, by_group in _mapping(body, "messageRequestModeMap").items():
+            for group, mode in (by_group if isinstance(by_group, Mapping) else {}).items():
+                if isinstance(mode, Mapping) and str(mode.get("mode")) == "POP":
+                    pairs.add((str(topic), str(group)))
+        return pairs
+
+    def _ask_namesrv(self, code: int, fields: dict) -> dict:
+        """The first NameServer that answers (they hold the same routes)."""
+        failure: Exception | None = None
+        for address in self.namesrvs:
+            try:
+                return self._ask(address, code, fields)
+            except RemotingError as exc:
+                failure = exc
+        raise failure
+
+    def _ask(self, address: str, code: int, fields: dict, timeout_s: float | None = None) -> dict:
+        response = self._client.call(address, code, fields, timeout_s=timeout_s or self._timeout_s)
+        if response.code != SUCCESS:
+            raise AdminError(response.code, response.remark)
+        if not response.body:
+            return {}
+        try:
+            body = fastjson.loads(response.body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise MalformedBody(str(exc)) from exc
+        if not isinstance(body, dict):
+            raise MalformedBody(f"a {type(body).__name__} body, not an object")
+        return body
+
+
+def _mapping(body: Mapping, name: str) -> Mapping:
+    value = body.get(name)
+    if value is None:  # absent, or the C++ client's `"mqTable":}`
+        return {}
+    if not isinstance(value, Mapping):
+        raise MalformedBody(f"{name} is a {type(value).__name__}, not a map")
+    return value
+
+
+def _list(body: Mapping, name: str) -> list:
+    value = body.get(name)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise MalformedBody(f"{name} is a {type(value).__name__}, not a list")
+    return value
