@@ -1,0 +1,170 @@
+"""What one poll of a RocketMQ cluster learned, turned into the monitor's events. Pure: no I/O.
+
+Member identity. A RocketMQ client opens one connection to each broker, each from its own port,
+so the broker-side `clientAddr` belongs to a connection, not to a process. The bridge gives each
+process one address that is the same on every broker:
+
+    address = "<connection host>#<k>"
+
+where k numbers the connections that one broker holds for one clientId from one host (0, 1, ...,
+in port order). A process therefore counts once however many brokers list it, and two processes
+that share a clientId on one host (containers with the same IP@PID, two JVMs with the same
+instance name) are #0 and #1: two members, a client-id collision. Which of two such processes is
+#0 may differ between brokers; it does not matter, since processes sharing a clientId are
+allocated the same queues.
+
+Holdings. A broker forwards GET_CONSUMER_RUNNING_INFO to the first channel it has for a clientId,
+so only that process's holdings can be asked. The bridge gives them to #0; #1 and later carry no
+`owned` (the monitor uses its re-run) and say `"owned_unknown": true`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+SYSTEM = "rocketmq"
+# Simple class names of the upstream strategies (org.apache.rocketmq.client.consumer.rebalance).
+STRATEGIES = {
+    "AllocateMessageQueueAveragely": "AVG",
+    "AllocateMessageQueueAveragelyByCircle": "AVG_BY_CIRCLE",
+    "AllocateMessageQueueConsistentHash": "CONSISTENT_HASH",
+    "AllocateMessageQueueByMachineRoom": "MACHINE_ROOM",
+    "AllocateMachineRoomNearby": "MACHINE_ROOM_NEARBY",
+    "AllocateMessageQueueByConfig": "CONFIG",
+}
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One connection a broker lists for a group (GET_CONSUMER_CONNECTION_LIST)."""
+
+    group: str
+    broker: str
+    client_id: str
+    client_addr: str
+    topics: tuple[str, ...]          # the broker's subscription table for the group
+    message_model: str = "CLUSTERING"
+    consume_type: str = "CONSUME_PASSIVELY"
+
+
+@dataclass(frozen=True)
+class Holdings:
+    """What a client reported of itself (GET_CONSUMER_RUNNING_INFO)."""
+
+    owned: tuple[tuple[str, str, int], ...]
+    topics: tuple[str, ...]
+    strategy_class: str | None = None
+    client_rebalance: bool = True
+    pop_topics: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Member:
+    """A process of a group as one broker sees it, with its stable address."""
+
+    group: str
+    broker: str
+    client_id: str
+    address: str
+    rank: int
+    listing: Listing
+
+
+@dataclass(frozen=True)
+class PollResult:
+    """Everything one poll learned. `listed` holds the (broker, group) listings that answered:
+    a member missing from a broker that did not answer is unknown there, not gone."""
+
+    ts_ms: int
+    listings: tuple[Listing, ...]
+    listed: frozenset[tuple[str, str]]               # (broker, group) listings that answered
+    holdings: Mapping[tuple[str, str], Holdings]     # (group, client_id) -> latest known
+    routes: Mapping[str, Mapping[str, int] | None]   # topic -> readable queues per broker; None: no route
+    pop: frozenset[tuple[str, str]] = frozenset()    # (topic, group) served in POP mode
+
+
+def members_of(listings: Iterable[Listing]) -> list[Member]:
+    """Each listing with its process's stable address (see the module docstring)."""
+    by_connection_key: dict[tuple, list[Listing]] = defaultdict(list)
+    for listing in listings:
+        host, _, _ = listing.client_addr.rpartition(":")
+        by_connection_key[(listing.group, listing.broker, listing.client_id, host)].append(listing)
+    members = []
+    for (group, broker, client_id, host), same in sorted(by_connection_key.items()):
+        for rank, listing in enumerate(sorted(same, key=lambda item: _port(item.client_addr))):
+            members.append(Member(group, broker, client_id, f"{host}#{rank}", rank, listing))
+    return members
+
+
+def strategy_name(strategy_class: str | None) -> str | None:
+    return STRATEGIES.get(strategy_class or "")
+
+
+def heartbeat(member: Member, result: PollResult, default_strategy: str) -> dict:
+    listing = member.listing
+    known = result.holdings.get((member.group, member.client_id))
+    topics = known.topics if known is not None and known.topics else listing.topics
+    strategy = strategy_name(known.strategy_class) if known is not None else None
+    event = {"v": 1, "type": "heartbeat", "ts": result.ts_ms, "group": member.group,
+             "system": SYSTEM, "client_id": member.client_id, "topics": sorted(topics),
+             "strategy": strategy or default_strategy, "address": member.address,
+             "broker": member.broker, "message_model": listing.message_model}
+    if strategy is None:
+        event["strategy_assumed"] = True
+    shared = _shared_reason(member, known, result)
+    if shared:
+        event["shared"] = True
+        event["shared_reason"] = shared
+    if known is not None and member.rank == 0:
+        event["owned"] = [list(queue) for queue in known.owned]
+    elif member.rank > 0:
+        event["owned_unknown"] = True
+    return event
+
+
+def route_events(result: PollResult, members: Iterable[Member]) -> list[dict]:
+    groups_by_topic: dict[str, set[str]] = defaultdict(set)
+    for member in members:
+        known = result.holdings.get((member.group, member.client_id))
+        for topic in (known.topics if known is not None and known.topics else member.listing.topics):
+            groups_by_topic[topic].add(member.group)
+    events = []
+    for topic, groups in sorted(groups_by_topic.items()):
+        if topic not in result.routes:
+            continue  # not asked (or the NameServer did not answer): no news of it
+        readable = result.routes[topic]
+        event = {"v": 1, "type": "route", "ts": result.ts_ms, "system": SYSTEM,
+                 "groups": sorted(groups), "topic": topic}
+        if readable:
+            event["brokers"] = dict(sorted(readable.items()))
+        else:
+            event["queues"] = []  # no route: its clients have no queue of it
+        events.append(event)
+    return events
+
+
+def unregisters(gone: Iterable[tuple[str, str, str]], ts_ms: int) -> list[dict]:
+    """(group, client_id, address) of processes no broker lists any more."""
+    return [{"v": 1, "type": "unregister", "ts": ts_ms, "group": group, "system": SYSTEM,
+             "client_id": client_id, "address": address}
+            for group, client_id, address in sorted(gone)]
+
+
+def _shared_reason(member: Member, known: Holdings | None, result: PollResult) -> str | None:
+    """Consumption that is not client-side allocation: never a conflict."""
+    if member.listing.consume_type == "CONSUME_POP":
+        return "pop"
+    if any((topic, member.group) in result.pop for topic in member.listing.topics):
+        return "pop"
+    if known is not None and known.pop_topics:
+        return "pop"
+    if known is not None and not known.client_rebalance:
+        return "server_rebalance"
+    return None
+
+
+def _port(client_addr: str) -> int:
+    _, _, port = client_addr.rpartition(":")
+    return int(port) if port.isdigit() else 0

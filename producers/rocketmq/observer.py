@@ -1,0 +1,303 @@
+"""One poll of a RocketMQ cluster, as the bridge asks it, with what it costs the cluster bounded.
+
+    observer = RocketMQObserver(admin, ObserverOptions(), CallStats())
+    events = observer.poll()        # heartbeats, routes and unregisters worth sending now
+
+Per poll: cluster info (106) from a NameServer; each master's subscription groups (201); each
+group's connections on each master (203); each master's POP table (402, 5.x); running info (307)
+of at most `running_info_budget` clients, chosen by need; each subscribed topic's route (105).
+A failed call is counted by request and cause and the poll goes on with what it has.
+
+What is sent: a change at once; an unchanged member or route only every `keepalive_s`, so a
+large quiet cluster costs the events topic little. A process gets an `unregister` when no broker
+lists it any more, and only if every broker that listed it before answered this poll.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from producers.rocketmq.admin import AdminError, MalformedBody, RocketMQAdmin
+from producers.rocketmq.bridge import (
+    Holdings,
+    Listing,
+    Member,
+    PollResult,
+    heartbeat,
+    members_of,
+    route_events,
+    unregisters,
+)
+from producers.rocketmq.frames import CONSUMER_NOT_ONLINE, TOPIC_NOT_EXIST
+from producers.rocketmq.remoting import RemotingError
+
+log = logging.getLogger(__name__)
+
+# MixAll's own groups (tools, self-test, ONS proxies) and 5.x's CID_RMQ_SYS_*: not applications.
+SYSTEM_GROUPS = re.compile(
+    r"^(TOOLS_CONSUMER|FILTERSRV_CONSUMER|SELF_TEST_C_GROUP|__MONITOR_CONSUMER|DEFAULT_CONSUMER"
+    r"|CID_ONS-HTTP-PROXY|CID_ONSAPI_\w+|CID_RMQ_SYS_.*|CID_SYS_RMQ_TRANS|CID_HEARTBEAT_SYNCER.*)$")
+CALL_ERRORS = (RemotingError, AdminError, MalformedBody)
+
+
+@dataclass(frozen=True)
+class ObserverOptions:
+    include: re.Pattern | None = None
+    exclude: re.Pattern | None = None
+    exclude_system_groups: bool = True
+    default_strategy: str = "AVG"
+    running_info_budget: int = 50        # clients asked per poll at most
+    running_info_refresh_s: float = 120.0
+    # After a membership change, clients rebalance at once and again within 20 s
+    # (rebalanceInterval): ask their holdings every poll for this long.
+    settle_s: float = 45.0
+    keepalive_s: float = 30.0
+    concurrency: int = 8
+
+    def __post_init__(self) -> None:
+        if self.running_info_budget < 0 or self.keepalive_s <= 0 or self.concurrency < 1:
+            raise ValueError("budget >= 0, keepalive_s > 0 and concurrency >= 1 are required")
+
+    def wants(self, group: str) -> bool:
+        if self.exclude_system_groups and SYSTEM_GROUPS.match(group):
+            return False
+        if self.include is not None and not self.include.search(group):
+            return False
+        return not (self.exclude is not None and self.exclude.search(group))
+
+
+@dataclass
+class CallStats:
+    """Calls by request and outcome, and the seconds they took; thread-safe."""
+
+    calls: Counter = field(default_factory=Counter)          # (request, outcome)
+    seconds: Counter = field(default_factory=Counter)        # request -> seconds, summed
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _failing: dict = field(default_factory=dict, repr=False)  # (request, target) -> cause
+
+    def record(self, request: str, target: str, outcome: str, elapsed_s: float) -> None:
+        with self._lock:
+            self.calls[(request, outcome)] += 1
+            self.seconds[request] += elapsed_s
+            before = self._failing.get((request, target))
+            now = None if outcome == "ok" else outcome
+            if before == now:
+                return
+            if now is None:
+                self._failing.pop((request, target), None)
+            else:
+                self._failing[(request, target)] = now
+        if now is None:
+            log.warning("%s to %s answers again (was failing: %s)", request, target, before)
+        else:
+            log.warning("%s to %s failing: %s", request, target, now)
+
+    def snapshot(self) -> tuple[dict, dict]:
+        with self._lock:
+            return dict(self.calls), dict(self.seconds)
+
+
+@dataclass
+class _Asked:
+    holdings: Holdings
+    at: float
+    signature: frozenset
+
+
+class RocketMQObserver:
+    def __init__(self, admin: RocketMQAdmin, options: ObserverOptions, stats: CallStats,
+                 clock: Callable[[], float] = time.monotonic,
+                 wall_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+        self._admin = admin
+        self._options = options
+        self.stats = stats
+        self._clock = clock
+        self._wall_ms = wall_ms
+        self._pool = ThreadPoolExecutor(options.concurrency, thread_name_prefix="rocketmq-call")
+        self._masters: dict[str, str] = {}
+        self._asked: dict[tuple[str, str], _Asked] = {}
+        self._signatures: dict[str, frozenset] = {}
+        self._changed_at: dict[str, float] = {}
+        self._present: dict[tuple[str, str, str], set[str]] = {}
+        self._sent: dict[tuple, tuple[str, float]] = {}
+        self.groups_seen = 0
+        self.members_seen = 0
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def poll(self) -> list[dict]:
+        now, ts_ms = self._clock(), self._wall_ms()
+        masters = self._cluster()
+        groups = self._groups(masters)
+        listings, listed = self._listings(masters, groups)
+        pop = self._pop(masters)
+        members = members_of(listings)
+        self._note_membership(members, listed, now)
+        holdings = self._holdings(members, masters, now)
+        topics = {t for m in members for t in self._topics_of(m, holdings)}
+        result = PollResult(ts_ms, tuple(listings), frozenset(listed), holdings,
+                            self._routes(topics), frozenset(pop))
+        self.groups_seen, self.members_seen = len(groups), len({(m.group, m.client_id, m.address)
+                                                                for m in members})
+        events = [heartbeat(m, result, self._options.default_strategy) for m in members]
+        events = [e for e in events if self._due(("member", e["group"], e["client_id"],
+                                                    e["address"], e["broker"]), e, now)]
+        events += [e for e in route_events(result, members)
+                   if self._due(("route", e["topic"]), e, now)]
+        return events + unregisters(self._gone(members, listed), ts_ms)
+
+    # -- the calls ---------------------------------------------------------------------------
+
+    def _call(self, request: str, target: str, call: Callable, *args, tolerate=()):
+        """One admin call, timed and counted; a failure is counted and yields None. A response
+        code in `tolerate` is an answer (e.g. "not online"), returned as the AdminError."""
+        started = self._clock()
+        try:
+            answer = call(*args)
+        except AdminError as exc:
+            if exc.code in tolerate:
+                self.stats.record(request, target, "ok", self._clock() - started)
+                return exc
+            self.stats.record(request, target, exc.cause, self._clock() - started)
+            return None
+        except CALL_ERRORS as exc:
+            self.stats.record(request, target, exc.cause, self._clock() - started)
+            return None
+        self.stats.record(request, target, "ok", self._clock() - started)
+        return answer
+
+    def _cluster(self) -> dict[str, str]:
+        masters = self._call("cluster_info", "namesrv", self._admin.cluster_info)
+        if masters is not None:
+            self._masters = masters
+        return self._masters  # the NameServer silent: the brokers it last named
+
+    def _groups(self, masters: dict[str, str]) -> set[str]:
+        groups: set[str] = set()
+        for broker, address in masters.items():
+            answer = self._call("subscription_groups", broker, self._admin.subscription_groups,
+                                address)
+            groups.update(name for name in (answer or {}) if self._options.wants(name))
+        return groups
+
+    def _listings(self, masters, groups) -> tuple[list[Listing], set[tuple[str, str]]]:
+        jobs = {(broker, group): self._pool.submit(
+                    self._call, "consumer_connections", broker, self._admin.consumer_connections,
+                    address, group, tolerate=(CONSUMER_NOT_ONLINE,))
+                for broker, address in masters.items() for group in sorted(groups)}
+        listings, listed = [], set()
+        for (broker, group), job in jobs.items():
+            answer = job.result()
+            if answer is None:
+                continue  # no answer: what this broker holds of the group is unknown
+            listed.add((broker, group))
+            if isinstance(answer, AdminError):
+                continue  # not online on this broker
+            listings += [Listing(group, broker, c.client_id, c.client_addr, answer.topics,
+                                 answer.message_model, answer.consume_type)
+                         for c in answer.connections]
+        return listings, listed
+
+    def _pop(self, masters) -> set[tuple[str, str]]:
+        pairs: set[tuple[str, str]] = set()
+        for broker, address in masters.items():
+            pairs |= self._call("pop_groups", broker, self._admin.pop_groups, address) or set()
+        return pairs
+
+    def _holdings(self, members: list[Member], masters, now: float):
+        """Ask the clients that need it most, within the budget; keep the rest as known."""
+        present = {(m.group, m.client_id) for m in members}
+        self._asked = {key: asked for key, asked in self._asked.items() if key in present}
+        via = {}
+        for member in sorted(members, key=lambda m: m.broker):
+            via.setdefault((member.group, member.client_id), member.broker)
+        chosen = sorted(via, key=lambda key: self._need(key, now))[:self._options.running_info_budget]
+        chosen = [key for key in chosen if self._need(key, now)[0] < 3]
+        jobs = {key: self._pool.submit(self._call, "running_info", via[key],
+                                       self._admin.running_info, masters[via[key]], *key)
+                for key in chosen if via[key] in masters}
+        for (group, client_id), job in jobs.items():
+            info = job.result()
+            if info is not None:
+                self._asked[(group, client_id)] = _Asked(
+                    Holdings(info.owned, info.topics, info.strategy_class, info.client_rebalance,
+                             info.pop_topics), now, self._signatures.get(group, frozenset()))
+        return {key: asked.holdings for key, asked in self._asked.items()}
+
+    def _need(self, key: tuple[str, str], now: float) -> tuple[int, float]:
+        """(priority, age): 0 never asked, 1 its group's membership changed since (or is
+        settling), 2 older than the refresh, 3 not needed."""
+        asked = self._asked.get(key)
+        if asked is None:
+            return 0, 0.0
+        group = key[0]
+        age = now - asked.at
+        if (asked.signature != self._signatures.get(group)
+                or now - self._changed_at.get(group, float("-inf")) < self._options.settle_s):
+            return 1, -age
+        if age >= self._options.running_info_refresh_s:
+            return 2, -age
+        return 3, -age
+
+    def _routes(self, topics: Iterable[str]) -> dict[str, dict[str, int] | None]:
+        jobs = {topic: self._pool.submit(self._call, "topic_route", "namesrv",
+                                         self._admin.topic_route, topic, tolerate=(TOPIC_NOT_EXIST,))
+                for topic in sorted(topics)}
+        routes = {}
+        for topic, job in jobs.items():
+            answer = job.result()
+            if isinstance(answer, AdminError):
+                routes[topic] = None
+            elif answer is not None:
+                routes[topic] = dict(answer.readable)
+        return routes
+
+    # -- what to send ------------------------------------------------------------------------
+
+    def _note_membership(self, members: list[Member], listed, now: float) -> None:
+        by_group: dict[str, set] = defaultdict(set)
+        for member in members:
+            by_group[member.group].add((member.client_id, member.address))
+        for group in {group for _, group in listed}:
+            signature = frozenset(by_group.get(group, ()))
+            if self._signatures.get(group) != signature:
+                self._signatures[group] = signature
+                self._changed_at[group] = now
+
+    def _topics_of(self, member: Member, holdings) -> tuple[str, ...]:
+        known = holdings.get((member.group, member.client_id))
+        return known.topics if known is not None and known.topics else member.listing.topics
+
+    def _due(self, key: tuple, event: dict, now: float) -> bool:
+        content = repr(sorted((k, repr(v)) for k, v in event.items() if k != "ts"))
+        last = self._sent.get(key)
+        if last is not None and last[0] == content and now - last[1] < self._options.keepalive_s:
+            return False
+        self._sent[key] = (content, now)
+        return True
+
+    def _gone(self, members: list[Member], listed) -> list[tuple[str, str, str]]:
+        now_present: dict[tuple[str, str, str], set[str]] = defaultdict(set)
+        for member in members:
+            now_present[(member.group, member.client_id, member.address)].add(member.broker)
+        gone = []
+        for key, brokers in self._present.items():
+            if key in now_present:
+                continue
+            if all((broker, key[0]) in listed for broker in brokers):
+                gone.append(key)
+            else:
+                now_present[key] = brokers  # unknown where it was listed: keep it, say nothing
+        for key in gone:
+            self._sent = {k: v for k, v in self._sent.items()
+                          if not (k[0] == "member" and k[1:4] == key)}
+        self._present = dict(now_present)
+        return gone

@@ -1,0 +1,213 @@
+"""The bridge's poll, against FakeAdmin (a scripted stand-in for RocketMQAdmin: a cluster whose
+answers each test sets). The real cluster is in tests/integration/test_observe_rocketmq.py."""
+
+import json
+
+import pytest
+
+from producers.rocketmq.admin import (
+    AdminError,
+    Connection,
+    ConsumerConnections,
+    RunningInfo,
+    SubscriptionGroup,
+    TopicRoute,
+)
+from producers.rocketmq.frames import CONSUMER_NOT_ONLINE, TOPIC_NOT_EXIST
+from producers.rocketmq.observer import CallStats, ObserverOptions, RocketMQObserver
+from producers.rocketmq.remoting import RemotingTimeout
+from streaming.core.state.events import Invalid, parse_event
+
+pytestmark = pytest.mark.unit
+
+AVG = "org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely@1b2c"
+
+
+class FakeAdmin:
+    """brokers: {name: address}; members: {(broker, group): [(client_id, client_addr)]};
+    holds: {client_id: owned}; down: broker names that time out."""
+
+    def __init__(self):
+        self.brokers = {"broker-a": "a:10911", "broker-b": "b:10911"}
+        self.members = {}
+        self.topics = ("%RETRY%g", "T")
+        self.holds = {}
+        self.strategy = {}
+        self.down = set()
+        self.routes = {"T": {"broker-a": 4, "broker-b": 4}, "%RETRY%g": {"broker-a": 1}}
+        self.running_info_calls = []
+        self.consume_type = "CONSUME_PASSIVELY"
+
+    def _broker(self, address):
+        name = next(n for n, a in self.brokers.items() if a == address)
+        if name in self.down:
+            raise RemotingTimeout(address)
+        return name
+
+    def cluster_info(self):
+        return dict(self.brokers)
+
+    def subscription_groups(self, address):
+        self._broker(address)
+        return {"g": SubscriptionGroup("g"), "TOOLS_CONSUMER": SubscriptionGroup("TOOLS_CONSUMER")}
+
+    def consumer_connections(self, address, group):
+        listed = self.members.get((self._broker(address), group))
+        if not listed:
+            raise AdminError(CONSUMER_NOT_ONLINE, "not online")
+        return ConsumerConnections(tuple(Connection(c, a, "JAVA", 409) for c, a in listed),
+                                   self.topics, "CLUSTERING", self.consume_type)
+
+    def running_info(self, address, group, client_id):
+        self._broker(address)
+        self.running_info_calls.append(client_id)
+        owned = tuple(self.holds.get(client_id, ()))
+        props = {"allocateMessageQueueStrategy": self.strategy.get(client_id, AVG)}
+        return RunningInfo(owned, self.topics, {k: v for k, v in props.items() if v})
+
+    def topic_route(self, topic):
+        if topic not in self.routes:
+            raise AdminError(TOPIC_NOT_EXIST, "no route")
+        return TopicRoute(topic, self.routes[topic])
+
+    def pop_groups(self, address):
+        self._broker(address)
+        return set()
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def observer(admin, **options):
+    clock = Clock()
+    return RocketMQObserver(admin, ObserverOptions(**options), CallStats(), clock=clock,
+                            wall_ms=lambda: 1_700_000_000_000 + int(clock.now * 1000)), clock
+
+
+def of_type(events, kind):
+    return [e for e in events if e["type"] == kind]
+
+
+def test_a_process_listed_by_two_brokers_is_one_member_with_one_address():
+    admin = FakeAdmin()
+    admin.members = {("broker-a", "g"): [("10.0.0.1@1", "10.0.0.1:5001")],
+                     ("broker-b", "g"): [("10.0.0.1@1", "10.0.0.1:6001")]}
+    admin.holds = {"10.0.0.1@1": [("T", "broker-a", 0)]}
+    events, _ = observer(admin)[0].poll(), None
+    beats = of_type(events, "heartbeat")
+    assert {(e["broker"], e["address"]) for e in beats} == {("broker-a", "10.0.0.1#0"),
+                                                            ("broker-b", "10.0.0.1#0")}
+    assert all(e["owned"] == [["T", "broker-a", 0]] and e["strategy"] == "AVG" for e in beats)
+    assert [parse_event(json.dumps(e)) for e in events if isinstance(
+        parse_event(json.dumps(e)), Invalid)] == []  # the job takes every one
+    assert {e["group"] for e in events if "group" in e} == {"g"}  # TOOLS_CONSUMER left out
+
+
+def test_two_processes_sharing_a_client_id_on_one_host_are_two_members():
+    admin = FakeAdmin()
+    admin.members = {("broker-a", "g"): [("10.99.0.1@same", "127.0.0.1:7002"),
+                                         ("10.99.0.1@same", "127.0.0.1:7001")]}
+    admin.holds = {"10.99.0.1@same": [("T", "broker-a", 0)]}
+    beats = of_type(observer(admin)[0].poll(), "heartbeat")
+    by_address = {e["address"]: e for e in beats}
+    assert set(by_address) == {"127.0.0.1#0", "127.0.0.1#1"}
+    assert by_address["127.0.0.1#0"]["owned"] == [["T", "broker-a", 0]]
+    assert "owned" not in by_address["127.0.0.1#1"] and by_address["127.0.0.1#1"]["owned_unknown"]
+
+
+def test_unchanged_members_and_routes_are_sent_again_only_as_keepalives():
+    admin = FakeAdmin()
+    admin.members = {("broker-a", "g"): [("c1", "h:1")]}
+    watcher, clock = observer(admin, keepalive_s=30)
+    assert len(watcher.poll()) == 3          # a heartbeat and two routes
+    clock.now += 10
+    assert watcher.poll() == []
+    admin.holds = {"c1": [("T", "broker-a", 1)]}  # asked again while the group settles:
+    clock.now += 10                               # what it holds changed, sent at once
+    (beat,) = watcher.poll()
+    assert beat["owned"] == [["T", "broker-a", 1]]
+    clock.now += 25                               # each its own keep-alive, 30 s after it was
+    assert {e["type"] for e in watcher.poll()} == {"route"}     # last sent: the routes first,
+    clock.now += 6
+    assert [e["type"] for e in watcher.poll()] == ["heartbeat"]  # then the heartbeat
+
+
+def test_a_member_gone_from_every_broker_is_unregistered_but_not_while_its_broker_is_silent():
+    admin = FakeAdmin()
+    admin.members = {("broker-a", "g"): [("c1", "h:1"), ("c2", "h:2")]}
+    watcher, clock = observer(admin)
+    watcher.poll()
+    admin.down = {"broker-a"}
+    admin.members = {("broker-a", "g"): [("c1", "h:1")]}
+    clock.now += 5
+    assert of_type(watcher.poll(), "unregister") == []  # broker-a silent: c2 unknown, not gone
+    assert watcher.stats.calls[("consumer_connections", "timeout")] == 1
+    admin.down = set()
+    clock.now += 5
+    (gone,) = of_type(watcher.poll(), "unregister")
+    assert (gone["client_id"], gone["address"]) == ("c2", "h#0")
+
+
+def test_running_info_calls_are_bounded_per_poll_and_go_to_the_never_asked_first():
+    admin = FakeAdmin()
+    admin.members = {("broker-a", "g"): [(f"c{i}", f"h:{i}") for i in range(5)]}
+    watcher, clock = observer(admin, running_info_budget=2, settle_s=0.0)
+    watcher.poll()
+    assert len(admin.running_info_calls) == 2
+    clock.now += 1
+    watcher.poll()
+    clock.now += 1
+    watcher.poll()
+    assert sorted(admin.running_info_calls) == [f"c{i}" for i in range(5)]
+    clock.now += 1
+    watcher.poll()  # everyone asked, nothing changed, nothing stale: no call
+    assert len(admin.running_info_calls) == 5
+    clock.now += 120
+    watcher.poll()  # stale: asked again, still within the budget
+    assert len(admin.running_info_calls) == 7
+
+
+def test_a_client_that_reports_no_strategy_gets_the_default_and_says_it_was_assumed():
+    admin = FakeAdmin()
+    admin.members = {("broker-a", "g"): [("go-client", "h:1")]}
+    admin.strategy = {"go-client": ""}
+    (beat,) = of_type(observer(admin, default_strategy="AVG_BY_CIRCLE")[0].poll(), "heartbeat")
+    assert beat["strategy"] == "AVG_BY_CIRCLE" and beat["strategy_assumed"] is True
+
+
+def test_pop_consumers_are_shared_and_never_a_conflict():
+    admin = FakeAdmin()
+    admin.members = {("broker-a", "g"): [("c1", "h:1")]}
+    admin.consume_type = "CONSUME_POP"
+    (beat,) = of_type(observer(admin)[0].poll(), "heartbeat")
+    assert beat["shared"] is True and beat["shared_reason"] == "pop"
+
+
+def test_a_topic_without_a_route_has_no_queues_and_a_failed_route_call_sends_nothing():
+    admin = FakeAdmin()
+    admin.members = {("broker-a", "g"): [("c1", "h:1")]}
+    admin.routes = {"T": {"broker-a": 4}}   # %RETRY%g has no route
+    routes = {e["topic"]: e for e in of_type(observer(admin)[0].poll(), "route")}
+    assert routes["%RETRY%g"]["queues"] == [] and routes["T"]["brokers"] == {"broker-a": 4}
+
+
+def test_a_malformed_answer_is_counted_and_the_poll_goes_on():
+    admin = FakeAdmin()
+    admin.members = {("broker-a", "g"): [("c1", "h:1")], ("broker-b", "g"): [("c1", "h:2")]}
+
+    def broken(address, group):
+        from producers.rocketmq.admin import MalformedBody
+        if address == "b:10911":
+            raise MalformedBody("a connection without clientId")
+        return FakeAdmin.consumer_connections(admin, address, group)
+
+    admin.consumer_connections = broken
+    watcher, _ = observer(admin)
+    beats = of_type(watcher.poll(), "heartbeat")
+    assert [e["broker"] for e in beats] == ["broker-a"]
+    assert watcher.stats.calls[("consumer_connections", "malformed_body")] == 1
