@@ -1,7 +1,8 @@
 """`rebalance-monitor observe-kafka`: heartbeat and route events for a Kafka cluster's groups.
 
     rebalance-monitor observe-kafka --bootstrap-servers kafka:9092 \\
-        --events-bootstrap-servers monitor-kafka:9092 --topic rebalance.events --interval 10
+        --events-bootstrap-servers monitor-kafka:9092 --topic rebalance.events --interval 10 \\
+        --metrics-port 9110
 
 Every interval it lists the cluster's consumer groups, describes them (kafka-python decodes each
 member's subscription and assignment), reads the subscribed topics' partition counts, and emits
@@ -14,17 +15,40 @@ Some brokers answer DescribeGroups without members, or with members whose subscr
 assignment are empty (the embedded tansu broker does). The observer says so on stderr, naming
 the group, and still reports the group's topics (from its committed offsets) and their partition
 counts. `translate_group` is the pure part: describe-groups result in, events out.
+
+No fault ends it: a poll that fails (the observed cluster unreachable, a request timing out, a
+describe refused) is counted by cause and logged once per change of state, and the next poll runs
+at the next interval. Events go through streaming.delivery's Outbox: a produce failure never
+raises, retriable ones are retried, and each record given up on is counted by topic and cause.
+`--metrics-port` serves both (producers/health.py; docs/metrics.md, "Producer command metrics").
+With `--once`, the exit code is 1 when the poll failed or an event was not delivered.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
+import re
 import sys
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+
+from producers.health import (
+    PollHealth,
+    add_metrics_arguments,
+    count_unflushed,
+    error_cause,
+    run_polls,
+    serve_metrics,
+    stop_on_sigterm,
+)
+from streaming.delivery import DeliveryStats, Outbox, Record, RetryPolicy
+from streaming.exporter.health import DeliveryCollector
+
+log = logging.getLogger("rebalance_monitor.observe_kafka")
 
 KAFKA_ASSIGNORS = ("range", "roundrobin", "sticky", "cooperative-sticky")
 
@@ -35,6 +59,7 @@ class Translation:
     warnings: list[str] = field(default_factory=list)
     members: tuple[str, ...] = ()   # member ids seen, for the next poll's unregisters
     topics: tuple[str, ...] = ()
+    group: str | None = None
 
 
 def _get(obj, name: str, default=None):
@@ -103,7 +128,7 @@ def translate_group(description, partitions: Mapping[str, int], ts_ms: int, *,
     group = _get(description, "group_id") or _get(description, "group")
     assignor = (_get(description, "protocol_data") or _get(description, "protocol") or "")
     members = list(_get(description, "members") or [])
-    out = Translation()
+    out = Translation(group=group)
     beats = [_heartbeat(group, m, assignor, ts_ms) for m in members]
     if not members or any(b is None for b in beats):
         out.warnings.append(
@@ -136,7 +161,12 @@ def _admin_class():
 
     class TolerantAdmin(KafkaAdminClient):
         """kafka-python 3 raises on authorized-operation bits it does not know (tansu sends
-        them); the observer does not need them."""
+        them); the observer does not need them. Its connection-setup timeouts (10 s growing to
+        30 s by default) are accepted as settings, so a poll in an outage lasts --timeout."""
+
+        DEFAULT_CONFIG = {"socket_connection_setup_timeout_ms": 10_000,
+                          "socket_connection_setup_timeout_max_ms": 30_000,
+                          **KafkaAdminClient.DEFAULT_CONFIG}
 
         def _process_acl_operations(self, obj):
             try:
@@ -149,49 +179,117 @@ def _admin_class():
 
 
 class KafkaGroupObserver:
-    """Configure (no I/O), then `poll()` as often as wanted, then `close()`."""
+    """Configure (no I/O), then `poll()` as often as wanted, then `close()`.
 
-    def __init__(self, bootstrap_servers: str) -> None:
+    Each request is timed and counted in `health.calls` (producers.health); a request that fails
+    fails the poll (raised), except a group's committed offsets (the group is still reported).
+    A group the cluster will not describe (its error in the answer) is counted and skipped for
+    this poll: its members stay as they were, none is unregistered on a transient error."""
+
+    def __init__(self, bootstrap_servers: str, health: PollHealth | None = None,
+                 timeout_s: float = 10.0, admin_factory=None, metadata_factory=None) -> None:
         self.bootstrap_servers = bootstrap_servers
+        self.health = health or PollHealth("observe-kafka poll", logger=log)
+        self.timeout_s = timeout_s
         self.previous: dict[str, tuple[str, ...]] = {}
+        self._admin_factory = admin_factory or _kafka_python_admin
+        self._metadata_factory = metadata_factory or _confluent_admin
         self._admin = None
         self._metadata = None
+        self.groups_seen = 0
 
     def poll(self, ts_ms: int | None = None) -> list[Translation]:
-        from confluent_kafka.admin import AdminClient
-
+        calls, cluster = self.health.calls, self.bootstrap_servers
+        if self._metadata is None:
+            self._metadata = self._metadata_factory(cluster, self.timeout_s)
         if self._admin is None:
-            self._admin = _admin_class()(bootstrap_servers=self.bootstrap_servers)
-            self._metadata = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+            with calls.timed("bootstrap", cluster):
+                self._admin = self._admin_factory(cluster, self.timeout_s)
         ts_ms = int(time.time() * 1000) if ts_ms is None else ts_ms
-        listed = self._admin.list_groups()
-        names = sorted({g["group_id"] for g in listed
-                        if g.get("protocol_type") in ("consumer", "", None)})
-        names = sorted(set(names) | set(self.previous))
-        descriptions = self._admin.describe_groups(names) if names else {}
-        topics = self._metadata.list_topics(timeout=10).topics
+        with calls.timed("list_groups", cluster):
+            listed = self._admin.list_groups()
+        listed_names = {g["group_id"] for g in listed
+                        if g.get("protocol_type") in ("consumer", "", None)}
+        names = sorted(listed_names | set(self.previous))
+        descriptions = {}
+        if names:
+            with calls.timed("describe_groups", cluster):
+                descriptions = self._admin.describe_groups(names)
+        with calls.timed("list_topics", cluster):
+            topics = self._metadata.list_topics(timeout=self.timeout_s).topics
         partitions = {name: len(t.partitions) for name, t in topics.items() if t.error is None}
         results = []
         for name in names:
+            description = descriptions.get(name, {"group_id": name})
+            error = _get(description, "error")
+            if error:
+                self.health.group_failed(name, *_described_error(error))
+                continue
             committed = self._committed_topics(name)
-            result = translate_group(descriptions.get(name, {"group_id": name}), partitions,
-                                     ts_ms, committed_topics=committed,
-                                     previous_members=self.previous.get(name, ()))
+            try:
+                result = translate_group(description, partitions, ts_ms,
+                                         committed_topics=committed,
+                                         previous_members=self.previous.get(name, ()))
+            except Exception as exc:  # noqa: BLE001 - a description it cannot read: that group only
+                self.health.group_failed(name, error_cause(exc), f"unreadable description: {exc}")
+                continue
+            self.health.group_ok(name)
             self.previous[name] = result.members
+            if not result.members and name not in listed_names:
+                del self.previous[name]  # gone, its members unregistered: stop asking
             results.append(result)
+        self.groups_seen = len(names)
         return results
 
     def _committed_topics(self, group: str) -> list[str]:
         try:
-            offsets = self._admin.list_group_offsets({group: None}).get(group, {})
-        except Exception:  # noqa: BLE001 - a group without offsets is still reported
+            with self.health.calls.timed("list_group_offsets", self.bootstrap_servers):
+                offsets = self._admin.list_group_offsets({group: None}).get(group, {})
+        except Exception:  # noqa: BLE001 - counted; a group without offsets is still reported
             return []
         return sorted({tp.topic for tp in offsets})
 
     def close(self) -> None:
         if self._admin is not None:
-            self._admin.close()
+            try:
+                self._admin.close()
+            except Exception:  # noqa: BLE001 - closing during an outage
+                log.debug("closing the admin client failed", exc_info=True)
             self._admin = None
+
+
+# Reconnect attempts back off up to this, so the first poll after an outage finds the
+# connection up (the clients' defaults, 30 s and 10 s, would cost several polls).
+MAX_RECONNECT_BACKOFF_S = 2.0
+
+
+def _kafka_python_admin(bootstrap_servers: str, timeout_s: float):
+    ms = int(timeout_s * 1000)
+    return _admin_class()(bootstrap_servers=bootstrap_servers, request_timeout_ms=ms,
+                          bootstrap_timeout_ms=ms, socket_connection_setup_timeout_ms=ms,
+                          socket_connection_setup_timeout_max_ms=ms,
+                          reconnect_backoff_max_ms=int(MAX_RECONNECT_BACKOFF_S * 1000))
+
+
+def _confluent_admin(bootstrap_servers: str, timeout_s: float):
+    from confluent_kafka.admin import AdminClient
+
+    # Failures are raised to the poll, counted and logged there: not librdkafka's own log lines.
+    return AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 0,
+                        "reconnect.backoff.max.ms": int(MAX_RECONNECT_BACKOFF_S * 1000)})
+
+
+def _described_error(error) -> tuple[str, str]:
+    """kafka-python's per-group error, "[Error 30] GroupAuthorizationFailedError: msg", as
+    (name, message).
+
+    >>> _described_error("[Error 30] GroupAuthorizationFailedError: not allowed")
+    ('GroupAuthorizationFailedError', 'not allowed')
+    """
+    match = re.match(r"^(?:\[Error -?\d+\] )?(\w+)(?:: ?(.*))?$", str(error), re.DOTALL)
+    if match is None:
+        return "describe_error", str(error)
+    return match.group(1), match.group(2) or ""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -203,46 +301,90 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where to publish events (default: --bootstrap-servers)")
     parser.add_argument("--topic", default="rebalance.events")
     parser.add_argument("--interval", type=float, default=10.0, help="seconds between polls")
+    parser.add_argument("--timeout", type=float, default=10.0,
+                        help="seconds per request to the observed cluster")
     parser.add_argument("--once", action="store_true", help="poll once and exit")
     parser.add_argument("--stdout", action="store_true", help="print events instead")
+    add_metrics_arguments(parser, "poll health (rebalance_observer_*) and event delivery "
+                                  "(rebalance_monitor_produce_*)")
 
 
 def main(args: argparse.Namespace) -> int:
-    observer = KafkaGroupObserver(args.bootstrap_servers)
-    producer = None
-    if not args.stdout:
-        from confluent_kafka import Producer
-
-        producer = Producer({"bootstrap.servers": args.events_bootstrap_servers
-                             or args.bootstrap_servers, "linger.ms": 20})
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # kafka-python logs every timed-out request; the poll's cause is logged once per change.
+    kafka_log = logging.getLogger("kafka")
+    kafka_level = kafka_log.level
+    kafka_log.setLevel(logging.CRITICAL)
     try:
-        while True:
-            started = time.monotonic()
-            for result in observer.poll():
-                _publish(result, producer, args.topic)
-            if producer is not None:
-                producer.flush(30)
-            if args.once:
-                return 0
-            time.sleep(max(0.0, args.interval - (time.monotonic() - started)))  # poll cadence
-    except KeyboardInterrupt:
-        return 0
+        health = PollHealth("observe-kafka poll", logger=log)
+        observer = KafkaGroupObserver(args.bootstrap_servers, health,
+                                      timeout_s=getattr(args, "timeout", 10.0))
+        outbox = None if args.stdout else _outbox(args.events_bootstrap_servers
+                                                  or args.bootstrap_servers)
+        serve_metrics(getattr(args, "metrics_port", None),
+                      getattr(args, "metrics_host", "0.0.0.0"),
+                      *([health] if outbox is None else [health, DeliveryCollector(outbox.stats)]))
+        return run(args, observer, outbox)
+    finally:
+        kafka_log.setLevel(kafka_level)
+
+
+def run(args: argparse.Namespace, observer: KafkaGroupObserver, outbox: Outbox | None) -> int:
+    """Poll every args.interval until SIGTERM or Ctrl-C (or once); then close and flush."""
+    health = observer.health
+    said: dict[str, tuple] = {}
+
+    def poll_once() -> None:
+        results = observer.poll()
+        events = sum(_publish(result, outbox, args.topic, said) for result in results)
+        members = sum(e["type"] == "heartbeat" for r in results for e in r.events)
+        health.succeeded(groups=observer.groups_seen, members=members, events=events)
+
+    ok = True
+    try:
+        with stop_on_sigterm() as stopping:
+            ok = run_polls(poll_once, health, args.interval, stopping, once=args.once)
     finally:
         observer.close()
+        if outbox is not None:
+            count_unflushed(outbox.stats, args.topic, outbox.close(CLOSE_TIMEOUT_S))
+    if args.once and outbox is not None:
+        ok = ok and not outbox.stats.snapshot()["undelivered"]
+    return 0 if ok or not args.once else 1
 
 
-def _publish(result: Translation, producer, topic: str) -> None:
-    for warning in result.warnings:
-        print(f"WARNING: {warning}", file=sys.stderr)
+# Each event gets 3 attempts of up to a minute: a 3-minute outage of the events broker loses
+# nothing (the events wait in the producer); a longer one is counted, by cause, on /metrics.
+PRODUCER_SETTINGS = {"linger.ms": 20, "message.timeout.ms": 60_000}
+CLOSE_TIMEOUT_S = 30.0
+
+
+def _outbox(bootstrap_servers: str) -> Outbox:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap_servers, **PRODUCER_SETTINGS})
+    return Outbox(producer, DeliveryStats(), RetryPolicy(attempts=3)).start()
+
+
+def _publish(result: Translation, outbox: Outbox | None, topic: str,
+             said: dict[str, tuple]) -> int:
+    """Send (or print) a group's events; its warnings and summary are said when they change."""
     beats = sum(e["type"] == "heartbeat" for e in result.events)
-    if result.events:
-        group = result.events[0]["group"]
-        print(f"observe-kafka: group {group}: {beats} members, topics "
-              + ", ".join(f"{e['topic']}({e['partitions']})" for e in result.events
-                          if e["type"] == "route"), file=sys.stderr)
+    summary = (f"observe-kafka: group {result.group}: {beats} members, topics "
+               + ", ".join(f"{e['topic']}({e['partitions']})" for e in result.events
+                           if e["type"] == "route")) if result.events else None
+    if said.get(result.group) != (tuple(result.warnings), summary):
+        said[result.group] = (tuple(result.warnings), summary)
+        for warning in result.warnings:
+            print(f"WARNING: {warning}", file=sys.stderr)
+        if summary:
+            print(summary, file=sys.stderr)
     for event in result.events:
         value = json.dumps(event, separators=(",", ":"))
-        if producer is None:
+        if outbox is None:
             print(value)
         else:
-            producer.produce(topic, value.encode(), event["group"].encode())
+            outbox.send(Record(topic, value.encode(), event["group"].encode()))
+    return len(result.events)

@@ -1,0 +1,160 @@
+"""observe-kafka's loop with a scripted cluster and a fake producer: no fault ends it, each is
+counted by cause and logged once per change of state, and the events still go out."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+
+import pytest
+from confluent_kafka import KafkaError
+from kafka.errors import KafkaTimeoutError, RequestTimedOutError
+
+from producers import kafka_observer
+from producers.kafka_observer import KafkaGroupObserver
+from streaming.delivery import DeliveryStats, Outbox
+from tests.unit.fake_clients import FakeAdmin, FakeMetadata, LockedFakeProducer, Script
+
+pytestmark = pytest.mark.unit
+
+CLUSTER = "observed:9092"
+TS = 1_700_000_000_000
+
+
+def described(group, members=(), error=None):
+    return {"group_id": group, "group_state": "Stable", "protocol_type": "consumer",
+            "protocol_data": "range", "members": list(members), "error": error}
+
+
+def member(mid, topics, assigned):
+    return {"member_id": mid, "client_host": "/10.0.0.1", "group_instance_id": None,
+            "member_metadata": {"topics": topics},
+            "member_assignment": {"assigned_partitions": [
+                {"topic": t, "partitions": ps} for t, ps in assigned.items()]}}
+
+
+LISTED = [{"group_id": "orders", "protocol_type": "consumer"},
+          {"group_id": "secret", "protocol_type": "consumer"}]
+DESCRIBED = {"orders": described("orders", [member("m1", ["A"], {"A": [0, 1]})]),
+             "secret": described("secret", error="[Error 30] GroupAuthorizationFailedError: "
+                                                 "not allowed")}
+
+
+def observer_with(admin: FakeAdmin, bootstrap: Script, metadata=None) -> KafkaGroupObserver:
+    def admin_factory(bootstrap_servers, timeout_s):
+        bootstrap()
+        return admin
+
+    return KafkaGroupObserver(
+        CLUSTER, timeout_s=1, admin_factory=admin_factory,
+        metadata_factory=lambda *_: metadata or FakeMetadata(Script({"A": 2})))
+
+
+def args(**overrides):
+    return argparse.Namespace(**{"topic": "events", "interval": 0, "once": False, **overrides})
+
+
+def warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_outages_and_refused_groups_are_counted_and_the_events_still_go_out(caplog):
+    caplog.set_level(logging.INFO)
+    # Poll 1: the cluster does not answer the bootstrap; 2, 3: list_groups times out;
+    # 4, 5: answers (one group may not be described); 6: Ctrl-C.
+    bootstrap = Script(KafkaTimeoutError("Unable to bootstrap from observed:9092"), None)
+    timed_out = RequestTimedOutError("Request timed out after 1000 ms")
+    admin = FakeAdmin(Script(timed_out, timed_out, LISTED, LISTED, KeyboardInterrupt()),
+                      Script(DESCRIBED))
+    observer = observer_with(admin, bootstrap)
+    producer = LockedFakeProducer()
+    outbox = Outbox(producer, DeliveryStats()).start()
+
+    assert kafka_observer.run(args(), observer, outbox) == 0
+
+    health = observer.health
+    assert dict(health.failures) == {"KafkaTimeoutError": 1, "RequestTimedOutError": 2}
+    calls, _ = health.calls.snapshot()
+    assert calls == {("bootstrap", "KafkaTimeoutError"): 1, ("bootstrap", "ok"): 1,
+                     ("list_groups", "RequestTimedOutError"): 2, ("list_groups", "ok"): 2,
+                     ("describe_groups", "ok"): 2, ("list_topics", "ok"): 2,
+                     ("list_group_offsets", "ok"): 2}
+    assert dict(health.group_errors) == {"GroupAuthorizationFailedError": 2}
+    assert (health.groups, health.members, health.events) == (2, 1, 4)
+    assert health.last_success_seconds > 0
+    sent = [(m.key(), json.loads(m.value())["type"]) for m in producer.delivered]
+    assert sent == [(b"orders", "heartbeat"), (b"orders", "route")] * 2
+    assert admin.closed
+    assert warnings(caplog) == [
+        f"bootstrap to {CLUSTER} failing: KafkaTimeoutError (Unable to bootstrap from "
+        "observed:9092)",
+        "observe-kafka poll failing: KafkaTimeoutError (Unable to bootstrap from observed:9092)",
+        f"bootstrap to {CLUSTER} works again (was failing: KafkaTimeoutError, 1 time(s))",
+        f"list_groups to {CLUSTER} failing: RequestTimedOutError (Request timed out after "
+        "1000 ms)",
+        "observe-kafka poll failing: RequestTimedOutError (Request timed out after 1000 ms)",
+        f"list_groups to {CLUSTER} works again (was failing: RequestTimedOutError, 2 time(s))",
+        "group secret failing: GroupAuthorizationFailedError (not allowed; skipped until it "
+        "answers)",
+        "observe-kafka poll works again (was failing: RequestTimedOutError, 3 time(s))",
+    ]
+
+
+def test_a_group_that_cannot_be_described_keeps_its_members():
+    # A transient describe error must not unregister the group's members.
+    admin = FakeAdmin(Script([LISTED[0]]), Script(
+        DESCRIBED, {"orders": described("orders", error="[Error 15] "
+                                                        "CoordinatorNotAvailableError: ")},
+        DESCRIBED))
+    observer = observer_with(admin, Script(None))
+    types = [[e["type"] for r in observer.poll(TS) for e in r.events] for _ in range(3)]
+    assert types == [["heartbeat", "route"], [], ["heartbeat", "route"]]
+    assert observer.previous == {"orders": ("m1",)}
+
+
+def test_an_unreadable_description_skips_that_group_only():
+    broken = described("broken", [{"member_id": "x", "member_metadata": {"topics": 5}}])
+    admin = FakeAdmin(Script([LISTED[0], {"group_id": "broken", "protocol_type": "consumer"}]),
+                      Script({"orders": DESCRIBED["orders"], "broken": broken}))
+    observer = observer_with(admin, Script(None))
+    results = observer.poll(TS)
+    assert [r.events[0]["group"] for r in results] == ["orders"]
+    assert dict(observer.health.group_errors) == {"TypeError": 1}
+
+
+def test_a_topic_that_refuses_the_events_does_not_stop_the_loop():
+    admin = FakeAdmin(Script([LISTED[0]], [LISTED[0]], KeyboardInterrupt()), Script(DESCRIBED))
+    observer = observer_with(admin, Script(None))
+    producer = LockedFakeProducer(lambda message: KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    outbox = Outbox(producer, DeliveryStats()).start()
+    assert kafka_observer.run(args(), observer, outbox) == 0
+    assert observer.health.events == 4  # both polls ran
+    assert outbox.stats.snapshot()["undelivered"] == {
+        ("events", "topic_authorization_failed"): 4}
+
+
+def test_once_exits_1_when_the_poll_fails_or_an_event_is_not_delivered():
+    failing = observer_with(FakeAdmin(Script(KafkaTimeoutError()), Script({})), Script(None))
+    assert kafka_observer.run(args(once=True), failing, None) == 1
+    refused = LockedFakeProducer(lambda message: KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    observer = observer_with(FakeAdmin(Script([LISTED[0]]), Script(DESCRIBED)), Script(None))
+    assert kafka_observer.run(args(once=True), observer,
+                              Outbox(refused, DeliveryStats()).start()) == 1
+    observer = observer_with(FakeAdmin(Script([LISTED[0]]), Script(DESCRIBED)), Script(None))
+    assert kafka_observer.run(args(once=True), observer,
+                              Outbox(LockedFakeProducer(), DeliveryStats()).start()) == 0
+
+
+def test_warnings_and_summaries_are_printed_when_they_change(capsys):
+    no_members = {"orders": described("orders")}
+    admin = FakeAdmin(Script([LISTED[0]], [LISTED[0]], [LISTED[0]], KeyboardInterrupt()),
+                      Script(no_members, no_members, DESCRIBED))
+    observer = observer_with(admin, Script(None))
+    kafka_observer.run(args(stdout=True), observer, None)
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "WARNING: group orders: the broker's DescribeGroups returned no members; reporting the "
+        "group's topics and partition counts only",  # poll 2: unchanged, not repeated
+        "observe-kafka: group orders: 1 members, topics A(2)",
+    ]
