@@ -10,19 +10,45 @@ possible from a fixed epoch (deterministic with --seed); --realtime paces it aga
 clock with real timestamps (--speed N runs N x faster). --rate caps events per wall second.
 --print-ground-truth prints the findings a correct monitor must report, one JSON object a line
 ({"ground_truth": {...}}), after the events.
+
+No broker fault ends a run: while the broker does not answer, events wait in the producer (a full
+queue pauses the simulation until it drains); a delivery that fails with a retriable cause
+(`msg_timed_out`, `transport`, ...) is sent again, up to --attempts times; each failed attempt and
+each event given up on is counted by cause, and the topic's delivery state is logged once per
+change. --metrics-port serves those counts (rebalance_monitor_produce_*) and the events produced
+(rebalance_simulator_events_total). SIGTERM, like Ctrl-C, stops the run and flushes (up to 60 s;
+what is still held then counts as undelivered, cause `unflushed`). The exit code is 1 when an
+event was not delivered at the end.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
+import signal
 import sys
+import threading
 import time
+from collections import deque
 from dataclasses import asdict
+from functools import partial
 
+from producers.health import (
+    CountCollector,
+    StateLog,
+    add_metrics_arguments,
+    count_unflushed,
+    error_cause,
+    serve_metrics,
+)
 from producers.simulator.clock import DEFAULT_EPOCH_MS, FastClock, RealtimeClock
 from producers.simulator.scenarios import SCENARIOS, Scenario, Steady
+from streaming.delivery import RETRIABLE, DeliveryStats, cause_of
+from streaming.exporter.health import DeliveryCollector
+
+log = logging.getLogger("rebalance_monitor.simulate")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,6 +82,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stdout", action="store_true", help="print events instead of producing")
     parser.add_argument("--create-topic", type=int, metavar="PARTITIONS",
                         help="create the events topic with this many partitions first")
+    parser.add_argument("--attempts", type=int, default=3,
+                        help="deliveries per event when the broker fails with a retriable cause")
+    parser.add_argument("--kafka-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="a librdkafka producer setting, e.g. message.timeout.ms=60000")
+    add_metrics_arguments(parser, "event delivery counts by cause (rebalance_monitor_produce_*) "
+                                  "and events produced")
 
 
 def build_scenario(args: argparse.Namespace) -> Scenario:
@@ -85,34 +117,173 @@ class RateLimit:
                 time.sleep(ahead)  # pacing, not waiting for a condition
 
 
-def produce(events, bootstrap: str, topic: str, rate: RateLimit) -> tuple[int, int]:
-    """Produce (key, value) pairs; returns (produced, failed deliveries)."""
+# Only failures are reported back (no Python call per delivered record): see EventProducer.
+PRODUCER_SETTINGS = {"linger.ms": 20, "delivery.report.only.error": True,
+                     "batch.num.messages": 10_000, "queue.buffering.max.messages": 500_000,
+                     "queue.buffering.max.kbytes": 1_048_576}
+FLUSH_TIMEOUT_S = 60.0
+
+
+class EventProducer:
+    """Produces (key, value) pairs to one topic and never ends the run on a broker fault.
+
+    The hot path is confluent-kafka's produce() alone. The client reports failures only
+    (`delivery.report.only.error`), to a background thread that serves them: each failure is
+    counted by cause in a streaming.delivery.DeliveryStats (`errors`), a retriable one is sent
+    again up to `attempts` times, and one given up on is counted in `undelivered`. The topic's
+    state is logged once per change: at the first failure, and when a record sent after the last
+    failure has left the client without failing (delivered), which the thread tells from the
+    records sent and those the client still holds, without a report per delivered record."""
+
+    def __init__(self, producer, topic: str, stats: DeliveryStats | None = None,
+                 attempts: int = 3, poll_interval_s: float = 0.2) -> None:
+        self.producer = producer
+        self.topic = topic
+        self.stats = stats or DeliveryStats()
+        self.attempts = attempts
+        self.count = 0       # events produced (the main thread's)
+        self._resent = 0     # records sent again (the serving thread's)
+        self._mark: int | None = None  # records sent when the last failure was reported
+        self._poll_interval_s = poll_interval_s
+        self._retry: deque = deque()   # (message, attempt) failed retriably, to send again
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> EventProducer:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._serve, name="simulate-delivery",
+                                            daemon=True)
+            self._thread.start()
+        return self
+
+    def run(self, events, rate: RateLimit) -> int:
+        """Produce every event; returns how many (also in `count`, read by /metrics)."""
+        self.start()  # the only thread that serves delivery reports (see _check_recovered)
+        produce, topic, report, tick = self.producer.produce, self.topic, self._report, rate.tick
+        count = self.count
+        for key, value in events:
+            while True:
+                try:
+                    produce(topic, value, key, on_delivery=report)
+                    break
+                except BufferError:  # the client's queue is full (a slow or absent broker)
+                    time.sleep(0.05)  # backoff while the serving thread drains it
+            count += 1
+            self.count = count
+            tick()
+        return count
+
+    def close(self, timeout_s: float = FLUSH_TIMEOUT_S) -> int:
+        """Flush, re-sending what fails retriably, until done or timeout_s; returns the events
+        not delivered (given up on, or still in the producer at the deadline: `unflushed`)."""
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = self.producer.flush(max(0.0, deadline - time.monotonic()))
+            self._check_recovered()
+            if left == 0 and not self._retry:
+                break
+            self._resend()
+            if time.monotonic() >= deadline:
+                break
+        count_unflushed(self.stats, self.topic, _outstanding(self.producer) + len(self._retry))
+        return sum(self.stats.snapshot()["undelivered"].values())
+
+    def _serve(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self.producer.poll(self._poll_interval_s)
+                self._check_recovered()
+                self._resend()
+            except Exception:  # noqa: BLE001 - a report handler's bug must not end the thread
+                log.exception("serving delivery reports failed; going on")
+
+    def _report(self, error, message, attempt: int = 1) -> None:
+        if error is None:
+            return  # reported only if delivery.report.only.error was turned off
+        cause = cause_of(error)
+        self.stats.count("errors", (self.topic, cause))
+        self.stats.note_state(self.topic, cause)
+        self._mark = self.count + self._resent
+        if error.code() in RETRIABLE and attempt < self.attempts:
+            self._retry.append((message, attempt + 1))
+        else:
+            self.stats.count("undelivered", (self.topic, cause))
+
+    def _check_recovered(self) -> None:
+        """After this thread's poll every report of a failed record is served, so a record
+        sent after the last failure that the client no longer holds was delivered. More such
+        records sent than the client holds in all means at least one was."""
+        if self._mark is not None and (self.count + self._resent - self._mark
+                                       > _outstanding(self.producer)):
+            self._mark = None
+            self.stats.note_state(self.topic, None)
+
+    def _resend(self) -> None:
+        while self._retry:
+            message, attempt = self._retry.popleft()
+            try:
+                self.producer.produce(message.topic(), message.value(), message.key(),
+                                      on_delivery=partial(self._report, attempt=attempt))
+            except BufferError:
+                self._retry.appendleft((message, attempt))
+                return
+            self._resent += 1
+
+
+def _outstanding(producer) -> int:
+    """Records the client still holds (confluent-kafka's len(); a test double may have none)."""
+    try:
+        return len(producer)
+    except TypeError:
+        return 0
+
+
+def new_producer(bootstrap: str, settings: dict | None = None):
     from confluent_kafka import Producer
 
-    failed = [0]
+    return Producer({"bootstrap.servers": bootstrap, **PRODUCER_SETTINGS, **(settings or {})})
 
-    def delivered(error, _message) -> None:
-        if error is not None:
-            failed[0] += 1
 
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
-                         "delivery.report.only.error": True,
-                         "batch.num.messages": 10_000, "queue.buffering.max.messages": 500_000,
-                         "queue.buffering.max.kbytes": 1_048_576})
-    count = 0
-    for key, value in events:
-        while True:
-            try:
-                producer.produce(topic, value, key, on_delivery=delivered)
-                break
-            except BufferError:
-                producer.poll(0.05)
-        count += 1
-        if count % 10_000 == 0:
-            producer.poll(0)
-        rate.tick()
-    remaining = producer.flush(60)
-    return count, failed[0] + remaining
+def produce(events, bootstrap: str, topic: str, rate: RateLimit, *,
+            stats: DeliveryStats | None = None, attempts: int = 3, producer=None,
+            flush_timeout_s: float = FLUSH_TIMEOUT_S) -> tuple[int, int]:
+    """Produce (key, value) pairs; returns (produced, undelivered)."""
+    if producer is None:
+        producer = new_producer(bootstrap)
+    sender = EventProducer(producer, topic, stats, attempts).start()
+    try:
+        count = sender.run(events, rate)
+    finally:
+        undelivered = sender.close(flush_timeout_s)
+    return count, undelivered
+
+
+def create_topic_when_answered(bootstrap: str, topic: str, partitions: int,
+                               max_backoff_s: float = 30.0) -> None:
+    """--create-topic: an unreachable broker is waited for (logged once per change), not fatal."""
+    from streaming.embedded_broker import create_topic
+
+    state = StateLog(f"creating topic {topic}", log)
+    backoff = 1.0
+    while True:
+        try:
+            create_topic(bootstrap, topic, partitions=partitions)
+        except ValueError:
+            raise  # exists with another partition count: a configuration error
+        except Exception as exc:  # noqa: BLE001 - the broker is down or slow: wait for it
+            state.failed(error_cause(exc), exc)
+            time.sleep(backoff)  # backoff between attempts, not a wait for a condition
+            backoff = min(max_backoff_s, backoff * 2)
+            continue
+        state.ok()
+        return
+
+
+def _interrupt(*_) -> None:
+    raise KeyboardInterrupt
 
 
 def main(args: argparse.Namespace) -> int:
@@ -133,16 +304,33 @@ def _main(args: argparse.Namespace) -> int:
             rate.tick()
         sys.stdout.flush()
     elif args.bootstrap_servers:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
         if args.create_topic:
-            from streaming.embedded_broker import create_topic
-
-            create_topic(args.bootstrap_servers, args.topic, partitions=args.create_topic)
+            create_topic_when_answered(args.bootstrap_servers, args.topic, args.create_topic)
+        stats = DeliveryStats()
+        settings = dict(option.split("=", 1) for option in args.kafka_option)
+        sender = EventProducer(new_producer(args.bootstrap_servers, settings), args.topic, stats,
+                               args.attempts)
+        serve_metrics(args.metrics_port, args.metrics_host, DeliveryCollector(stats),
+                      CountCollector("rebalance_simulator_events",
+                                     "Events handed to the producer.", lambda: sender.count))
         started = time.monotonic()
-        count, failed = produce(scenario.run_encoded(clock), args.bootstrap_servers,
-                                args.topic, rate)
+        sender.start()
+        previous = signal.signal(signal.SIGTERM, _interrupt)  # stop as Ctrl-C does: flush
+        try:
+            count = sender.run(scenario.run_encoded(clock), rate)
+        except KeyboardInterrupt:
+            count = sender.count
+            print(f"simulate: stopped after {count} events; flushing", file=sys.stderr)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+        failed = sender.close()
         elapsed = time.monotonic() - started
+        errors = stats.snapshot()["errors"]
+        causes = ", ".join(f"{cause} {n}" for (_, cause), n in sorted(errors.items()))
         print(f"simulate: {scenario.name}: {count} events to {args.topic} in {elapsed:.2f} s "
-              f"({count / max(elapsed, 1e-9):,.0f}/s), {failed} failed", file=sys.stderr)
+              f"({count / max(elapsed, 1e-9):,.0f}/s), {failed} failed"
+              + (f" (failed attempts: {causes})" if causes else ""), file=sys.stderr)
         if failed:
             return 1
     elif not args.print_ground_truth:
