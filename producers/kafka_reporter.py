@@ -26,16 +26,40 @@ A heartbeat is (system "kafka", key = group): client_id = the member id (the con
 client.id before it joined), address = host:pid, topics, strategy = the assignor, owned,
 group_instance_id, and generation where the client exposes it (kafka-python does, librdkafka
 does not).
+
+Nothing here raises into your consumer loop, nor waits for a broker. Heartbeats go through
+streaming.delivery's Outbox: a failure a later attempt can overcome (a broker that does not
+answer, a full producer queue) is retried, 3 attempts of up to message.timeout.ms (60 s unless
+your producer_conf sets it); one it cannot (the topic refuses the record, no authorization) is
+not. Every failed attempt and every heartbeat given up on is counted by topic and cause in
+`reporter.stats` (a streaming.delivery.DeliveryStats), and the topic's delivery state is logged
+once per change (logger `streaming.delivery`), never once per heartbeat. `close()` waits at most
+about its timeout and counts what is still undelivered then (cause `unflushed`).
+To see the counts on your own /metrics, register the reporter's collector:
+
+    from prometheus_client import REGISTRY          # or your own CollectorRegistry
+    REGISTRY.register(reporter.collector())
+    # rebalance_monitor_produce_errors_total{topic,cause}
+    # rebalance_monitor_undelivered_records_total{topic,cause}
+
+Several reporters in one process share one count: pass them the same `stats=DeliveryStats()`
+and register one collector (a registry refuses two with the same metric names).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+
+from producers.health import StateLog, count_unflushed, error_cause
+from streaming.delivery import DeliveryStats, Outbox, Record, RetryPolicy
+
+log = logging.getLogger("rebalance_monitor.reporter")
 
 
 class RebalanceReporter:
@@ -45,7 +69,8 @@ class RebalanceReporter:
                  assignor: str, *, producer=None, interval_s: float = 10.0,
                  group_instance_id: str | None = None, address: str | None = None,
                  client_id: str | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 stats: DeliveryStats | None = None) -> None:
         if producer is None and producer_conf is None:
             raise ValueError("give producer_conf or producer")
         self.events_topic = events_topic
@@ -69,8 +94,12 @@ class RebalanceReporter:
         if producer is None:
             from confluent_kafka import Producer
 
-            producer = Producer({"linger.ms": 5, **producer_conf})
+            producer = Producer({"linger.ms": 5, "message.timeout.ms": 60_000,
+                                 **producer_conf})
         self.producer = producer
+        self.stats = DeliveryStats() if stats is None else stats
+        self.outbox = Outbox(producer, self.stats, RetryPolicy(attempts=3))
+        self._failing = StateLog(f"rebalance reporter of group {group}", log)
 
     # --- confluent-kafka -------------------------------------------------------------------
     def hooks(self, consumer, topics: Iterable[str], *, on_assign=None, on_revoke=None,
@@ -163,35 +192,66 @@ class RebalanceReporter:
         return self.client_id or self.member_id or self.address
 
     def heartbeat(self) -> None:
-        event = self.event()
-        if event["client_id"] == self.address and not event["owned"]:
-            return  # not joined yet (no member id) and holding nothing: nothing to report
+        """Report what this member owns now. Never raises (see the module docstring)."""
+        try:
+            event = self.event()
+            if event["client_id"] == self.address and not event["owned"]:
+                return  # not joined yet (no member id) and holding nothing: nothing to report
+        except Exception as exc:  # noqa: BLE001 - the user's consumer loop must go on
+            self._lost(exc)
+            return
         self._send(event)
 
+    def collector(self):
+        """A prometheus_client collector of `stats` (rebalance_monitor_produce_* metrics)."""
+        from streaming.exporter.health import DeliveryCollector
+
+        return DeliveryCollector(self.stats)
+
     def _send(self, event: dict) -> None:
-        self.producer.produce(self.events_topic, json.dumps(event, separators=(",", ":")),
-                              self.group)
-        self.producer.poll(0)
+        try:
+            self.outbox.send(Record(self.events_topic,
+                                    json.dumps(event, separators=(",", ":")).encode(),
+                                    self.group.encode()))
+            self.producer.poll(0)  # serve delivery reports (and retries) now
+            self._failing.ok()
+        except Exception as exc:  # noqa: BLE001 - the user's consumer loop must go on
+            self._lost(exc)
+
+    def _lost(self, exc: BaseException) -> None:
+        """An event that could not even be handed to the producer: counted, logged on change."""
+        cause = error_cause(exc)
+        self.stats.count("errors", (self.events_topic, cause))
+        self.stats.count("undelivered", (self.events_topic, cause))
+        self._failing.failed(cause, exc)
 
     def start(self) -> RebalanceReporter:
-        """Heartbeat every interval_s from a daemon thread (the callbacks heartbeat on change)."""
+        """Heartbeat every interval_s from a daemon thread (the callbacks heartbeat on change);
+        delivery reports are served in the background too."""
         def loop():
             while not self._stop.wait(self.interval_s):
                 self.heartbeat()
 
+        self.outbox.start()
         self._thread = threading.Thread(target=loop, name="rebalance-reporter", daemon=True)
         self._thread.start()
         return self
 
     def close(self, timeout_s: float = 10.0) -> None:
-        """Stop the heartbeats, unregister (the member leaves at once) and flush."""
+        """Stop the heartbeats, unregister (the member leaves at once) and flush, for at most
+        about timeout_s. Never raises; what is still undelivered then is counted."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout_s)
         self._send({"v": 1, "type": "unregister", "system": "kafka",
                     "ts": int(self.clock() * 1000), "group": self.group,
                     "client_id": self._client_id(), "address": self.address})
-        self.producer.flush(timeout_s)
+        try:
+            left = self.outbox.close(timeout_s)
+        except Exception as exc:  # noqa: BLE001 - closing must not raise either
+            self._lost(exc)
+            return
+        count_unflushed(self.stats, self.events_topic, left)
 
 
 def _client_name(consumer) -> str | None:
