@@ -18,8 +18,13 @@ setup: $(STAMP)
 java:
 	@command -v java >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; }
 
+# The RocketMQ kit's jars come from Debian packages, needed only where tests use the kit
+# (ROCKETMQ_KIT set); installed when any of them is not.
+ROCKETMQ_PACKAGES = $(shell grep -o '^[a-z0-9][^ ]*' tests/integration/rocketmq-debian-packages.txt)
+
 system-deps: java
 	@command -v promtool >/dev/null && command -v prometheus >/dev/null && command -v amtool >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus prometheus-alertmanager; }
+	@[ -z "$(ROCKETMQ_KIT)" ] || [ "$$(dpkg-query -W -f='$${db:Status-Abbrev}\n' $(ROCKETMQ_PACKAGES) 2>/dev/null | grep -c '^ii')" = "$(words $(ROCKETMQ_PACKAGES))" ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(ROCKETMQ_PACKAGES); }
 
 demo: setup java
 	$(BIN)/rebalance-monitor demo
