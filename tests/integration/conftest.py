@@ -34,3 +34,66 @@ def running_monitor_metrics_url(spark, kafka_bootstrap, make_topic, tmp_path):
         monitor.wait_for(lambda m: any(
             v > 0 for v in m.series("rebalance_double_assigned_queues").values()))
         yield monitor.metrics_url.removeprefix("http://").removesuffix("/metrics")
+
+
+# A real RocketMQ cluster from the kit ROCKETMQ_KIT names (tests/integration/rocketmq_cluster.py).
+# Each JVM is about 100 MB and 1-2 s to start: one module's tests share one cluster.
+
+@pytest.fixture(scope="session")
+def rocketmq_kit():
+    from tests.integration.rocketmq_cluster import RocketMQKit
+
+    kit, reason = RocketMQKit.from_env()
+    if kit is None:
+        pytest.skip(reason)
+    return kit
+
+
+@pytest.fixture(scope="module")
+def rocketmq_cluster(rocketmq_kit, tmp_path_factory):
+    """One NameServer and one broker "broker-a" for the module: give each test its own topics
+    and groups (a new group reads from the first offset, so it would see old messages)."""
+    from tests.integration.rocketmq_cluster import RocketMQCluster
+
+    with RocketMQCluster(rocketmq_kit, tmp_path_factory.mktemp("rocketmq")) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def rocketmq_cluster_factory(rocketmq_kit, tmp_path):
+    """rocketmq_cluster_factory(["broker-a", "broker-b"]) -> a started cluster of the test's
+    own (to pause a broker, or for several brokers); all stopped at teardown."""
+    from tests.integration.rocketmq_cluster import RocketMQCluster
+
+    clusters = []
+
+    def start(brokers=("broker-a",), **options):
+        cluster = RocketMQCluster(rocketmq_kit, tmp_path / f"rocketmq-{len(clusters)}", brokers,
+                                  **options)
+        clusters.append(cluster)
+        return cluster.start()
+
+    yield start
+    for cluster in reversed(clusters):
+        cluster.stop()
+
+
+@pytest.fixture
+def real_consumer(rocketmq_kit, tmp_path):
+    """real_consumer(namesrv, group, topics, instance_name, client_ip=None, run_seconds=600,
+    strategy="AVG") -> a started RealConsumer (bin/consumer); every one is stopped (SIGTERM)
+    at teardown."""
+    from tests.integration.rocketmq_cluster import RealConsumer
+
+    consumers = []
+
+    def start(namesrv, group, topics, instance_name, **options):
+        run_dir = tmp_path / f"consumer-{len(consumers)}-{instance_name}"
+        consumer = RealConsumer(rocketmq_kit, namesrv, group, topics, instance_name, run_dir,
+                                **options)
+        consumers.append(consumer)
+        return consumer.start()
+
+    yield start
+    for consumer in consumers:
+        consumer.stop()
