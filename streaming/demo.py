@@ -2,7 +2,8 @@
 
 Starts the embedded broker (or uses --bootstrap-servers), a simulated RocketMQ fleet playing
 named scenarios in real time, the streaming job (local Spark) and its /metrics endpoint, and
-shows a live table of groups and findings until Ctrl-C or --duration.
+shows a live table of groups and findings until Ctrl-C, SIGTERM or --duration; then the final
+state: the groups and the findings still open when the fleet stopped.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import argparse
 import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -19,6 +21,7 @@ import time
 DEFAULT_SCENARIOS = "client-id-collision,multi-topic-skew,broker-crash,lost-notification"
 CONFLICT_SCENARIOS = {"broker-crash", "lost-notification", "network-partition", "strategy-change",
                       "client-id-collision", "subscription-mismatch"}
+FINDINGS_KEPT = 200  # finding records a SnapshotStore keeps
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,6 +43,7 @@ def main(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.WARNING)
     from streaming.embedded_broker import EmbeddedBroker
 
+    signal.signal(signal.SIGTERM, _interrupt)
     workdir = tempfile.mkdtemp(prefix="rebalance-monitor-demo-")
     broker = None if args.bootstrap_servers else EmbeddedBroker(port=0)
     stop = threading.Event()
@@ -50,24 +54,51 @@ def main(args: argparse.Namespace) -> int:
         bootstrap = args.bootstrap_servers or broker.bootstrap_servers
         _create_topics(bootstrap, args.topic)
         monitor = _start_monitor(bootstrap, args, workdir)
+        # Replaces pyspark's handler, which cancels the running Spark jobs first: the micro-batch
+        # in flight would fail and log its stack trace.
+        signal.signal(signal.SIGINT, _interrupt)
         fleet = _start_fleet(bootstrap, args, stop)
         print(f"demo: broker {bootstrap}, metrics http://{args.metrics_host}:{monitor.metrics.port}"
               f"/metrics, scenarios {args.scenarios} at {args.speed}x. Ctrl-C stops.", flush=True)
-        _show_until_done(monitor, args, stop)
+        _show_until_done(monitor, args)
     except KeyboardInterrupt:
         pass
     finally:
+        _ignore_interrupts()
         stop.set()
         if fleet is not None:
             fleet.join(timeout=10)
-        if monitor is not None:
-            monitor.stop()
-            monitor.spark.stop()
-        if broker is not None:
-            broker.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+        try:
+            if monitor is not None:
+                _wait_for_last_batch(monitor.query, broker)
+                _print_final_state(monitor)
+        finally:
+            _shut_down(monitor, broker, workdir)
     print("demo: stopped", flush=True)
     return 0
+
+
+def _shut_down(monitor, broker, workdir: str) -> None:
+    if monitor is not None:
+        monitor.stop()
+        monitor.spark.stop()
+    if broker is not None:
+        broker.stop()
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def _ignore_interrupts() -> None:
+    """Shutting down takes a few seconds: a second Ctrl-C must not cut it (and the final state)
+    short with a traceback. os.write: a print here could re-enter one the main thread is in."""
+    def note(signum, frame) -> None:
+        os.write(2, b"demo: stopping, please wait\n")
+
+    signal.signal(signal.SIGINT, note)
+    signal.signal(signal.SIGTERM, note)
 
 
 def _create_topics(bootstrap: str, topic: str) -> None:
@@ -135,7 +166,7 @@ def _play_scenario(bootstrap: str, args, name: str, stop: threading.Event) -> No
     producer.flush(10)
 
 
-def _show_until_done(monitor, args: argparse.Namespace, stop: threading.Event) -> None:
+def _show_until_done(monitor, args: argparse.Namespace) -> None:
     deadline = None if args.duration is None else time.monotonic() + args.duration
     interactive = sys.stdout.isatty()
     while deadline is None or time.monotonic() < deadline:
@@ -144,11 +175,52 @@ def _show_until_done(monitor, args: argparse.Namespace, stop: threading.Event) -
             raise RuntimeError(f"streaming query failed: {query.exception()}")
         text = render_table(monitor.store.groups(), monitor.store.recent_findings(10))
         print(("\033[2J\033[H" if interactive else "") + text, flush=True)
-        stop.wait(args.refresh)
+        # Not stop.wait: a Ctrl-C landing inside Event.wait can leave its lock held, and the
+        # shutdown's stop.set() would then hang.
+        time.sleep(args.refresh)
 
 
-def render_table(groups: list[dict], findings: list[dict]) -> str:
-    """The live view: one line per group, then the latest findings that started or ended."""
+def _wait_for_last_batch(query, broker, quiet_s: float = 2.0, timeout_s: float = 10.0) -> None:
+    """Until the query has found no new data for quiet_s (two triggers) and is between triggers:
+    the store then holds what the fleet sent last, and stopping the query interrupts no batch
+    (which would log its stack trace). Not when the embedded broker is gone (a Ctrl-C in the
+    terminal reaches it too): nothing more can come."""
+    deadline = time.monotonic() + timeout_s
+    quiet_since = time.monotonic()
+    while query.isActive and (broker is None or broker.running) and time.monotonic() < deadline:
+        status = query.status
+        if status["isDataAvailable"]:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= quiet_s and not status["isTriggerActive"]:
+            return
+        time.sleep(0.1)
+
+
+def _print_final_state(monitor) -> None:
+    """The last state the store holds, printed once the fleet has stopped and before the monitor
+    stops: the group table and every finding still open, not just the latest ones."""
+    history = monitor.store.recent_findings(FINDINGS_KEPT)
+    text = render_table(monitor.store.groups(), open_findings(history),
+                        f"open findings (of the last {len(history)} records):")
+    print("\ndemo: final state\n" + text, flush=True)
+
+
+def open_findings(records: list[dict]) -> list[dict]:
+    """The findings whose latest record (oldest first in `records`) says started, by group."""
+    latest = {_finding_identity(record): record for record in records}
+    started = [record for record in latest.values() if record["status"] == "started"]
+    return sorted(started, key=lambda record: repr(_finding_identity(record)[1:]))
+
+
+def _finding_identity(record: dict) -> tuple:
+    return (record.get("system"), record["group"], record["kind"], record.get("topic"),
+            tuple(record.get("queue") or ()), tuple(record.get("clients") or ()),
+            record.get("address"), tuple(record.get("brokers") or ()))
+
+
+def render_table(groups: list[dict], findings: list[dict], title: str = "latest findings:") -> str:
+    """The live view: one line per group, then findings (by default the latest that started or
+    ended)."""
     header = f"{'group':<22} {'sys':<8} {'members':>7} {'queues':>6} {'double':>6} {'orphan':>6} " \
              f"{'skew':>5} {'idle':>4} {'rebal':>5}  flags"
     lines = [time.strftime("%H:%M:%S") + "  rebalance-monitor demo", "", header, "-" * len(header)]
@@ -165,7 +237,7 @@ def render_table(groups: list[dict], findings: list[dict]) -> str:
             f"{sum((snap.get('double_assigned') or {}).values()):>6} "
             f"{sum((snap.get('orphaned') or {}).values()):>6} {snap.get('skew_ratio', 1.0):>5.2f} "
             f"{snap.get('idle_clients', 0):>4} {snap.get('rebalances_total', 0):>5}  {' '.join(flags)}")
-    lines += ["", "latest findings:"]
+    lines += ["", title]
     for record in findings:
         queue = record.get("queue")
         where = f"{record.get('topic') or ''} {queue[0]}:{queue[1]}" if queue else ""
