@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.job_process import WALL_CLOCK_SERIES
 from tests.integration.monitor_harness import RunningMonitor, Scrape, produce_events
 from tests.integration.spark_cluster import (
     StandaloneCluster,
@@ -34,16 +35,14 @@ from tests.integration.test_job_seeds import seed_events
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
 
 REPO = Path(__file__).resolve().parents[2]
-WALL_CLOCK = {"rebalance_monitor_batch_duration_seconds",
-              "rebalance_monitor_last_batch_timestamp_seconds",
-              "rebalance_monitor_input_lag_seconds"}
 SEED_GROUPS = {"g-skew", "g-433", "g-gap", "g-shared", "g-mixed"}
 
 
 def comparable(scrape: Scrape) -> dict[tuple, float]:
-    """Every rebalance_* sample except the wall-clock ones, keyed by (name, sorted labels)."""
+    """Every rebalance_* sample except the wall-clock ones (the source probe's among them), keyed
+    by (name, sorted labels)."""
     return {(s.name, tuple(sorted(s.labels.items()))): s.value for s in scrape.samples
-            if s.name.startswith("rebalance_") and s.name not in WALL_CLOCK
+            if s.name.startswith("rebalance_") and s.name not in WALL_CLOCK_SERIES
             and not s.name.endswith("_created")}
 
 
