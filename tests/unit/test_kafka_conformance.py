@@ -1,4 +1,4 @@
-"""Every line of ../shared/conformance/kafka_assign.jsonl against our Kafka assignors.
+"""Every line of tests/data/conformance/kafka_assign.jsonl against our Kafka assignors.
 
 The vectors come from the upstream Java classes (apache/kafka 4.0.0-SNAPSHOT). The required bar
 is equal contents per member (compared as sorted lists); the stricter bar is Java's exact list

@@ -1,4 +1,4 @@
-"""Every line of ../shared/conformance/rocketmq_allocate.jsonl, through both call paths.
+"""Every line of tests/data/conformance/rocketmq_allocate.jsonl, through both call paths.
 
 The vectors were produced by the upstream Java classes; lists must match in content and order,
 errors must match as text.
