@@ -7,7 +7,7 @@ Interactive (like `mqadmin allocateMQ`, but faithful to the client code):
 prints client -> queues per topic, totals, and the unassigned / doubly-assigned queues (a
 duplicated client id in --clients is two processes sharing one id). Batch:
 
-    rebalance-monitor allocate --cases ../shared/conformance/rocketmq_allocate.jsonl
+    rebalance-monitor allocate --cases tests/data/conformance/rocketmq_allocate.jsonl
 
 reads cases in the conformance format and writes them back with `results` (+ `errors`) or, for
 Kafka cases (those with an `assignor`), `assignment` computed by this engine.
