@@ -1,5 +1,5 @@
-"""The runtime of a long-running producer command (observe-kafka, simulate, and observe-rocketmq
-when it moves here): its poll loop survives every fault, and /metrics says how it is doing.
+"""The runtime of a long-running producer command (observe-kafka, observe-rocketmq, simulate): its
+poll loop survives every fault, and /metrics says how it is doing.
 
     health = PollHealth()                               # rebalance_observer_* (docs/metrics.md)
     stats = DeliveryStats()                             # the events producer's, via an Outbox
@@ -109,9 +109,10 @@ class StateLog:
 
 
 def _is_client_error(error: BaseException) -> bool:
-    """A Kafka client's or the network's error: expected in an outage, no traceback needed."""
+    """A Kafka or RocketMQ client's or the network's error: expected in an outage, no
+    traceback needed."""
     module = type(error).__module__ or ""
-    return (module.startswith(("kafka", "confluent_kafka", "cimpl"))
+    return (module.startswith(("kafka", "confluent_kafka", "cimpl", "producers.rocketmq"))
             or isinstance(error, OSError | TimeoutError))
 
 

@@ -6,7 +6,10 @@
 Asks the NameServer and every master broker what each group's clients are, what each holds and
 what each topic's route is (docs/rocketmq.md), and writes heartbeat, route and unregister events
 to the events topic. No client is changed. `--stdout` prints the events instead; `--once` polls
-once and exits.
+once and exits (1 if the poll failed or an event was not delivered).
+
+No fault ends it (producers/health.py): a silent NameServer or broker, a malformed answer or a
+refused event is counted by cause on `--metrics-port` and logged once per change of state.
 """
 
 from __future__ import annotations
@@ -16,20 +19,21 @@ import json
 import logging
 import os
 import re
-import signal
 import sys
-import threading
-import time
-from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, start_http_server
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
-
+from producers.health import (
+    PollHealth,
+    count_unflushed,
+    run_polls,
+    serve_metrics,
+    stop_on_sigterm,
+)
 from producers.rocketmq.admin import RocketMQAdmin
 from producers.rocketmq.bridge import STRATEGIES
-from producers.rocketmq.observer import CallStats, ObserverOptions, RocketMQObserver
+from producers.rocketmq.observer import ObserverOptions, RocketMQObserver
 from producers.rocketmq.remoting import AclSigner, RemotingClient
+from streaming.delivery import DeliveryStats, Outbox, Record, RetryPolicy
+from streaming.exporter.health import DeliveryCollector
 
 log = logging.getLogger("rebalance_monitor.observe_rocketmq")
 
@@ -71,131 +75,89 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a librdkafka setting for the events producer, e.g. security.protocol=SASL_SSL")
 
 
-class PollState:
-    """The loop's own health: last successful poll and what it saw; thread-safe reads."""
-
-    def __init__(self) -> None:
-        self.last_success_seconds = 0.0
-        self.groups = 0
-        self.members = 0
-        self.failures: dict[str, int] = {}
-        self.sent = 0
-
-
-class ObserverCollector(Collector):
-    """rebalance_observer_* for the bridge's /metrics."""
-
-    def __init__(self, stats: CallStats, state: PollState) -> None:
-        self._stats = stats
-        self._state = state
-
-    def collect(self) -> Iterator[Metric]:
-        calls, seconds = self._stats.snapshot()
-        family = CounterMetricFamily(
-            "rebalance_observer_calls", "Admin calls to the RocketMQ cluster, by request and "
-            "outcome (ok, timeout, connect_failed, code_<n>, malformed_body, ...).",
-            labels=["request", "outcome"])
-        for (request, outcome), count in sorted(calls.items()):
-            family.add_metric([request, outcome], float(count))
-        yield family
-        family = CounterMetricFamily(
-            "rebalance_observer_call_seconds", "Seconds spent in admin calls, by request "
-            "(divide by rebalance_observer_calls_total for the mean).", labels=["request"])
-        for request, total in sorted(seconds.items()):
-            family.add_metric([request], total)
-        yield family
-        failures = CounterMetricFamily(
-            "rebalance_observer_poll_failures", "Polls that ended early, by exception class.",
-            labels=["cause"])
-        for cause, count in sorted(self._state.failures.items()):
-            failures.add_metric([cause], float(count))
-        yield failures
-        yield GaugeMetricFamily("rebalance_observer_last_success_timestamp_seconds",
-                                "Unix time the last poll completed.",
-                                value=self._state.last_success_seconds)
-        yield GaugeMetricFamily("rebalance_observer_groups", "Groups the last poll watched.",
-                                value=self._state.groups)
-        yield GaugeMetricFamily("rebalance_observer_members",
-                                "Client processes the last poll found.", value=self._state.members)
-        yield CounterMetricFamily("rebalance_observer_events", "Events written.",
-                                  value=self._state.sent)
+class NameServerUnreachable(Exception):
+    """No NameServer answered this poll: it went on with the brokers last named, and counts as
+    failed (rebalance_observer_poll_failures_total{cause="NameServerUnreachable"})."""
 
 
 def main(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not args.stdout and not args.bootstrap_servers:
         raise SystemExit("--bootstrap-servers (or KAFKA_BOOTSTRAP_SERVERS) is required without --stdout")
     signer = AclSigner(args.access_key, args.secret_key) if args.access_key and args.secret_key else None
     client = RemotingClient(signer)
     admin = RocketMQAdmin(client, [a for a in args.namesrv.split(";") if a.strip()], args.timeout)
-    options = ObserverOptions(include=args.include, exclude=args.exclude,
-                              exclude_system_groups=not args.include_system_groups,
-                              default_strategy=args.default_strategy,
-                              running_info_budget=args.running_info_budget,
-                              running_info_refresh_s=args.running_info_refresh,
-                              keepalive_s=args.keepalive)
-    observer = RocketMQObserver(admin, options, CallStats())
-    state = PollState()
-    publish, close = _publisher(args)
-    registry = CollectorRegistry()
-    registry.register(ObserverCollector(observer.stats, state))
-    if args.metrics_port is not None:
-        start_http_server(args.metrics_port, addr=args.metrics_host, registry=registry)
-    stopping = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    health = PollHealth("observe-rocketmq poll", logger=log)
+    observer = RocketMQObserver(admin, _options(args), health.calls)
+    outbox = None if args.stdout else _outbox(args)
+    serve_metrics(args.metrics_port, args.metrics_host,
+                  *([health] if outbox is None else [health, DeliveryCollector(outbox.stats)]))
+    assumed: set[tuple[str, str]] = set()
+
+    def poll_once() -> None:
+        events = observer.poll()
+        for event in events:
+            _publish(event, outbox, args.topic)
+            _say_assumed_strategy(event, assumed)
+        if not observer.namesrv_answered:
+            raise NameServerUnreachable(f"no answer from {args.namesrv}; went on with the "
+                                        "brokers it last named")
+        health.succeeded(groups=observer.groups_seen, members=observer.members_seen,
+                         events=len(events))
+
+    ok = True
     try:
-        while not stopping.is_set():
-            started = time.monotonic()
-            _poll_once(observer, state, publish)
-            if args.once:
-                break
-            stopping.wait(max(0.0, args.interval - (time.monotonic() - started)))
-    except KeyboardInterrupt:
-        pass
+        with stop_on_sigterm() as stopping:
+            ok = run_polls(poll_once, health, args.interval, stopping, once=args.once)
     finally:
         observer.close()
         client.close()
-        close()
-    return 0
+        if outbox is not None:
+            count_unflushed(outbox.stats, args.topic, outbox.close(CLOSE_TIMEOUT_S))
+    if args.once and outbox is not None:
+        ok = ok and not outbox.stats.snapshot()["undelivered"]
+    return 0 if ok or not args.once else 1
 
 
-def _poll_once(observer: RocketMQObserver, state: PollState, publish) -> None:
-    try:
-        events = observer.poll()
-    except Exception as exc:  # noqa: BLE001 - a bug in one poll must not end the bridge
-        cause = type(exc).__name__
-        state.failures[cause] = state.failures.get(cause, 0) + 1
-        log.exception("poll failed (%s); polling again at the next interval", cause)
-        return
-    for event in events:
-        publish(event)
-    state.sent += len(events)
-    state.groups, state.members = observer.groups_seen, observer.members_seen
-    state.last_success_seconds = time.time()
-    for event in events:
-        if event.get("strategy_assumed"):
-            log.info("group %s: client %s reports no strategy; assumed %s", event["group"],
-                     event["client_id"], event["strategy"])
+def _options(args: argparse.Namespace) -> ObserverOptions:
+    return ObserverOptions(include=args.include, exclude=args.exclude,
+                           exclude_system_groups=not args.include_system_groups,
+                           default_strategy=args.default_strategy,
+                           running_info_budget=args.running_info_budget,
+                           running_info_refresh_s=args.running_info_refresh,
+                           keepalive_s=args.keepalive)
 
 
-def _publisher(args: argparse.Namespace):
-    """(publish(event), close()) to stdout or to the events topic through an Outbox."""
-    if args.stdout:
-        def to_stdout(event: dict) -> None:
-            sys.stdout.write(json.dumps(event, separators=(",", ":")) + "\n")
-            sys.stdout.flush()
-        return to_stdout, lambda: None
+def _say_assumed_strategy(event: dict, said: set[tuple[str, str]]) -> None:
+    """Once per client: its events carry `strategy_assumed` every time."""
+    key = (event.get("group"), event.get("client_id"))
+    if event.get("strategy_assumed") and key not in said:
+        said.add(key)
+        log.info("group %s: client %s reports no strategy; assumed %s", event["group"],
+                 event["client_id"], event["strategy"])
+
+
+# Each event gets 3 attempts of up to a minute: a 3-minute outage of the events broker loses
+# nothing (the events wait in the producer); a longer one is counted, by cause, on /metrics.
+PRODUCER_SETTINGS = {"linger.ms": 20, "message.timeout.ms": 60_000}
+CLOSE_TIMEOUT_S = 30.0
+
+
+def _outbox(args: argparse.Namespace) -> Outbox:
     from confluent_kafka import Producer
 
-    from streaming.delivery import DeliveryStats, Outbox, Record
-
-    settings = {"bootstrap.servers": args.bootstrap_servers, "linger.ms": 20,
-                "message.timeout.ms": 60_000,
+    settings = {"bootstrap.servers": args.bootstrap_servers, **PRODUCER_SETTINGS,
                 **dict(option.split("=", 1) for option in args.kafka_option)}
-    outbox = Outbox(Producer(settings), DeliveryStats()).start()
+    return Outbox(Producer(settings), DeliveryStats(), RetryPolicy(attempts=3)).start()
 
-    def to_topic(event: dict) -> None:
-        outbox.send(Record(args.topic, json.dumps(event, separators=(",", ":")).encode(),
-                           event["group"].encode() if "group" in event else None))
 
-    return to_topic, lambda: outbox.close(10)
+def _publish(event: dict, outbox: Outbox | None, topic: str) -> None:
+    value = json.dumps(event, separators=(",", ":"))
+    if outbox is None:
+        sys.stdout.write(value + "\n")
+        sys.stdout.flush()
+        return
+    outbox.send(Record(topic, value.encode(),
+                       event["group"].encode() if "group" in event else None))

@@ -1,7 +1,8 @@
 """One poll of a RocketMQ cluster, as the bridge asks it, with what it costs the cluster bounded.
 
-    observer = RocketMQObserver(admin, ObserverOptions(), CallStats())
+    observer = RocketMQObserver(admin, ObserverOptions(), CallStats())  # producers.health
     events = observer.poll()        # heartbeats, routes and unregisters worth sending now
+    observer.namesrv_answered       # False: the poll went on with the brokers last named
 
 Per poll: cluster info (106) from a NameServer; each master's subscription groups (201); each
 group's connections on each master (203); each master's POP table (402, 5.x); running info (307)
@@ -17,13 +18,13 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from producers.health import CallStats
 from producers.rocketmq.admin import AdminError, MalformedBody, RocketMQAdmin
 from producers.rocketmq.bridge import (
     Holdings,
@@ -74,37 +75,6 @@ class ObserverOptions:
 
 
 @dataclass
-class CallStats:
-    """Calls by request and outcome, and the seconds they took; thread-safe."""
-
-    calls: Counter = field(default_factory=Counter)          # (request, outcome)
-    seconds: Counter = field(default_factory=Counter)        # request -> seconds, summed
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _failing: dict = field(default_factory=dict, repr=False)  # (request, target) -> cause
-
-    def record(self, request: str, target: str, outcome: str, elapsed_s: float) -> None:
-        with self._lock:
-            self.calls[(request, outcome)] += 1
-            self.seconds[request] += elapsed_s
-            before = self._failing.get((request, target))
-            now = None if outcome == "ok" else outcome
-            if before == now:
-                return
-            if now is None:
-                self._failing.pop((request, target), None)
-            else:
-                self._failing[(request, target)] = now
-        if now is None:
-            log.warning("%s to %s answers again (was failing: %s)", request, target, before)
-        else:
-            log.warning("%s to %s failing: %s", request, target, now)
-
-    def snapshot(self) -> tuple[dict, dict]:
-        with self._lock:
-            return dict(self.calls), dict(self.seconds)
-
-
-@dataclass
 class _Asked:
     holdings: Holdings
     at: float
@@ -122,6 +92,7 @@ class RocketMQObserver:
         self._wall_ms = wall_ms
         self._pool = ThreadPoolExecutor(options.concurrency, thread_name_prefix="rocketmq-call")
         self._masters: dict[str, str] = {}
+        self._broker_groups: dict[str, set[str]] = {}
         self._asked: dict[tuple[str, str], _Asked] = {}
         self._signatures: dict[str, frozenset] = {}
         self._changed_at: dict[str, float] = {}
@@ -129,6 +100,7 @@ class RocketMQObserver:
         self._sent: dict[tuple, tuple[str, float]] = {}
         self.groups_seen = 0
         self.members_seen = 0
+        self.namesrv_answered = False  # in the last poll
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -166,16 +138,17 @@ class RocketMQObserver:
             if exc.code in tolerate:
                 self.stats.record(request, target, "ok", self._clock() - started)
                 return exc
-            self.stats.record(request, target, exc.cause, self._clock() - started)
+            self.stats.record(request, target, exc.cause, self._clock() - started, exc)
             return None
         except CALL_ERRORS as exc:
-            self.stats.record(request, target, exc.cause, self._clock() - started)
+            self.stats.record(request, target, exc.cause, self._clock() - started, exc)
             return None
         self.stats.record(request, target, "ok", self._clock() - started)
         return answer
 
     def _cluster(self) -> dict[str, str]:
         masters = self._call("cluster_info", "namesrv", self._admin.cluster_info)
+        self.namesrv_answered = masters is not None
         if masters is not None:
             self._masters = masters
         return self._masters  # the NameServer silent: the brokers it last named
@@ -185,7 +158,11 @@ class RocketMQObserver:
         for broker, address in masters.items():
             answer = self._call("subscription_groups", broker, self._admin.subscription_groups,
                                 address)
-            groups.update(name for name in (answer or {}) if self._options.wants(name))
+            if answer is not None:
+                self._broker_groups[broker] = {g for g in answer if self._options.wants(g)}
+            # A silent broker: its groups as it last named them, so their listings are still
+            # asked (and their failures counted) and their members not taken for gone.
+            groups |= self._broker_groups.get(broker, set())
         return groups
 
     def _listings(self, masters, groups) -> tuple[list[Listing], set[tuple[str, str]]]:

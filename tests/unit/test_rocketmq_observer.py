@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from producers.health import CallStats
 from producers.rocketmq.admin import (
     AdminError,
     Connection,
@@ -14,7 +15,7 @@ from producers.rocketmq.admin import (
     TopicRoute,
 )
 from producers.rocketmq.frames import CONSUMER_NOT_ONLINE, TOPIC_NOT_EXIST
-from producers.rocketmq.observer import CallStats, ObserverOptions, RocketMQObserver
+from producers.rocketmq.observer import ObserverOptions, RocketMQObserver
 from producers.rocketmq.remoting import RemotingTimeout
 from streaming.core.state.events import Invalid, parse_event
 
@@ -146,11 +147,25 @@ def test_a_member_gone_from_every_broker_is_unregistered_but_not_while_its_broke
     admin.members = {("broker-a", "g"): [("c1", "h:1")]}
     clock.now += 5
     assert of_type(watcher.poll(), "unregister") == []  # broker-a silent: c2 unknown, not gone
-    assert watcher.stats.calls[("consumer_connections", "timeout")] == 1
+    assert watcher.stats.snapshot()[0][("consumer_connections", "timeout")] == 1
     admin.down = set()
     clock.now += 5
     (gone,) = of_type(watcher.poll(), "unregister")
     assert (gone["client_id"], gone["address"]) == ("c2", "h#0")
+
+
+def test_a_silent_broker_keeps_the_groups_it_named_last_so_their_listings_are_still_asked():
+    admin = FakeAdmin()
+    admin.brokers = {"broker-a": "a:10911"}
+    admin.members = {("broker-a", "g"): [("c1", "h:1")]}
+    watcher, clock = observer(admin)
+    watcher.poll()
+    admin.down = {"broker-a"}
+    clock.now += 5
+    assert of_type(watcher.poll(), "unregister") == []
+    calls = watcher.stats.snapshot()[0]
+    assert calls[("subscription_groups", "timeout")] == 1
+    assert calls[("consumer_connections", "timeout")] == 1  # asked: the failure shows where
 
 
 def test_running_info_calls_are_bounded_per_poll_and_go_to_the_never_asked_first():
@@ -210,4 +225,4 @@ def test_a_malformed_answer_is_counted_and_the_poll_goes_on():
     watcher, _ = observer(admin)
     beats = of_type(watcher.poll(), "heartbeat")
     assert [e["broker"] for e in beats] == ["broker-a"]
-    assert watcher.stats.calls[("consumer_connections", "malformed_body")] == 1
+    assert watcher.stats.snapshot()[0][("consumer_connections", "malformed_body")] == 1
