@@ -60,6 +60,7 @@ class ProducerProcess:
         self.process: subprocess.Popen | None = None
 
     def start(self) -> ProducerProcess:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT,
                                             start_new_session=True)

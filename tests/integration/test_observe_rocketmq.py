@@ -1,0 +1,219 @@
+"""`observe-rocketmq` against the real RocketMQ 4.9.8 kit (ROCKETMQ_KIT): a real NameServer and
+broker, real Java push consumers, the bridge as a real process writing to a real Kafka-protocol
+broker, the real job in a real SparkSession, and for the alert a real Prometheus.
+
+What each test checks against is what the Java consumers themselves print (what they pull and
+the client list they allocate from), never against the bridge's own reading of the cluster.
+Without the kit every test here skips, saying so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.monitor_harness import RunningMonitor, Scrape
+from tests.integration.producer_process import ProducerProcess
+from tests.integration.prometheus_harness import HarnessConfig, PrometheusHarness
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+SHARED_CLIENT_IP = "10.99.0.1"   # only an id in the clientId, never dialled
+SYSTEM = "rocketmq"
+
+
+def fresh(stem: str) -> str:
+    return f"{stem}-{uuid.uuid4().hex[:8]}"
+
+
+@contextlib.contextmanager
+def watching(namesrv: str, group: str, spark, kafka_bootstrap: str, make_topic, workdir: Path,
+             *bridge_args: str) -> Iterator[tuple[RunningMonitor, ProducerProcess]]:
+    """The job reading an events topic of its own, and observe-rocketmq (polling every second,
+    only `group`) writing to it."""
+    events = make_topic()
+    workdir.mkdir(parents=True, exist_ok=True)
+    with RunningMonitor(spark, kafka_bootstrap, events, workdir) as monitor, \
+            ProducerProcess(["observe-rocketmq", "--namesrv", namesrv,
+                             "--bootstrap-servers", kafka_bootstrap, "--topic", events,
+                             "--interval", "1", "--keepalive", "5", "--include",
+                             f"^{group}$", *bridge_args], workdir) as bridge:
+        yield monitor, bridge
+
+
+def group_value(scrape: Scrape, name: str, group: str, **labels: str) -> float | None:
+    return scrape.value(name, system=SYSTEM, group=group, **labels)
+
+
+def client_queues(scrape: Scrape, group: str) -> dict[str, float]:
+    return {dict(labels)["client"]: value for labels, value
+            in scrape.series("rebalance_client_queues", system=SYSTEM, group=group).items()}
+
+
+def retry_topic(group: str) -> str:
+    return f"%RETRY%{group}"
+
+
+def test_three_consumers_on_eight_queues_are_seen_as_they_hold_them(
+        rocketmq_cluster, real_consumer, spark, kafka_bootstrap, make_topic, tmp_path):
+    topic, group = fresh("T8"), fresh("g-three")
+    rocketmq_cluster.create_topic(topic, queues=8)
+    consumers = [real_consumer(rocketmq_cluster.namesrv, group, topic, f"c{i}") for i in range(3)]
+    for consumer in consumers:
+        consumer.wait_view(topic, members=3)
+    consumers[0].wait_for(lambda _: sorted(len(c.holds(topic)) for c in consumers) == [2, 3, 3],
+                          what="a settled 3/3/2 split")
+    ids = sorted(c.client_id for c in consumers)
+    # The re-run gives the clients their share of the topic, and the group's one retry queue
+    # to the first client id (AVG over one queue): so each client's count is what it pulls of
+    # the topic, plus one for the first.
+    expected = {c.client_id: len(c.holds(topic)) + (c.client_id == ids[0]) for c in consumers}
+
+    with watching(rocketmq_cluster.namesrv, group, spark, kafka_bootstrap, make_topic,
+                  tmp_path / "watch") as (monitor, bridge):
+        scrape = monitor.wait_for(lambda m: client_queues(m, group) == expected
+                                  and group_value(m, "rebalance_group_members", group) == 3)
+        assert group_value(scrape, "rebalance_group_queues", group, topic=topic) == 8
+        assert group_value(scrape, "rebalance_group_queues", group, topic=retry_topic(group)) == 1
+        assert group_value(scrape, "rebalance_double_assigned_queues", group, topic=topic) == 0
+        assert group_value(scrape, "rebalance_orphaned_queues", group, topic=topic) == 0
+        assert group_value(scrape, "rebalance_allocation_mismatch_clients", group) == 0
+        assert group_value(scrape, "rebalance_client_id_collisions", group) == 0
+        assert group_value(scrape, "rebalance_subscription_inconsistent", group) == 0
+        own = bridge.wait_for(lambda m: m.value("rebalance_observer_members") == 3,
+                              what="the bridge's own count of members")
+        assert own.value("rebalance_observer_groups") == 1
+        assert own.value("rebalance_observer_calls_total", request="running_info",
+                         outcome="ok") >= 3
+
+
+def test_two_processes_sharing_a_client_id_are_a_double_assignment_that_fires_the_alert(
+        rocketmq_cluster, real_consumer, spark, kafka_bootstrap, make_topic, tmp_path):
+    topic, group = fresh("T8-shared"), fresh("g-shared")
+    rocketmq_cluster.create_topic(topic, queues=8)
+    twins = [real_consumer(rocketmq_cluster.namesrv, group, topic, "same",
+                           client_ip=SHARED_CLIENT_IP) for _ in range(2)]
+    twins[0].wait_for(lambda _: all(len(t.holds(topic)) == 4 for t in twins)
+                      and twins[0].holds(topic) == twins[1].holds(topic),
+                      what="both twins pulling the same first half")
+    doubled = len(twins[0].holds(topic))   # what the twins both pull
+    orphaned = 8 - doubled                 # what nobody pulls
+
+    with watching(rocketmq_cluster.namesrv, group, spark, kafka_bootstrap, make_topic,
+                  tmp_path / "watch") as (monitor, _), \
+            PrometheusHarness(HarnessConfig(
+                target=f"127.0.0.1:{monitor.monitor.metrics.port}",
+                for_overrides={"RebalanceDoubleAssignment": "3s"}), tmp_path / "prom") as prom:
+        scrape = monitor.wait_for(lambda m: group_value(
+            m, "rebalance_double_assigned_queues", group, topic=topic) == doubled)
+        assert group_value(scrape, "rebalance_orphaned_queues", group, topic=topic) == orphaned
+        assert group_value(scrape, "rebalance_group_members", group) == 2
+        assert group_value(scrape, "rebalance_client_id_collisions", group) == 1
+        firing = prom.wait_for_alert("RebalanceDoubleAssignment", "firing", timeout=60)
+        assert any(a["labels"]["group"] == group and a["labels"]["topic"] == topic
+                   for a in firing), firing
+
+        # One twin ends (SIGTERM: its channel closes at once): one member, no conflict left.
+        twins[1].stop()
+        twins[0].wait_for(lambda t: len(t.holds(topic)) == 8, what="the survivor pulling all 8")
+        scrape = monitor.wait_for(
+            lambda m: group_value(m, "rebalance_group_members", group) == 1
+            and group_value(m, "rebalance_double_assigned_queues", group, topic=topic) == 0
+            and group_value(m, "rebalance_orphaned_queues", group, topic=topic) == 0)
+        assert group_value(scrape, "rebalance_client_id_collisions", group) == 0
+
+
+def test_a_consumer_that_also_subscribes_a_second_topic_leaves_part_of_it_orphaned(
+        rocketmq_cluster, real_consumer, spark, kafka_bootstrap, make_topic, tmp_path):
+    common, extra, group = fresh("T-common"), fresh("T-extra"), fresh("g-mixed")
+    rocketmq_cluster.create_topic(common, queues=4)
+    rocketmq_cluster.create_topic(extra, queues=8)
+    plain = real_consumer(rocketmq_cluster.namesrv, group, common, "plain")
+    both = real_consumer(rocketmq_cluster.namesrv, group, [common, extra], "both")
+    # `both` allocates the extra topic among the whole group, the plain client included, and
+    # keeps its own share: the plain client's share is pulled by nobody.
+    both.wait_for(lambda c: c.view(extra) is not None and len(c.view(extra)) == 2
+                  and 0 < len(c.holds(extra)) < 8, what="`both` holding its share of the extra")
+    plain.wait_holds(common, 2)
+    unpulled = 8 - len(both.holds(extra))
+
+    with watching(rocketmq_cluster.namesrv, group, spark, kafka_bootstrap, make_topic,
+                  tmp_path / "watch") as (monitor, _):
+        scrape = monitor.wait_for(lambda m: group_value(
+            m, "rebalance_orphaned_queues", group, topic=extra) == unpulled)
+        assert group_value(scrape, "rebalance_subscription_inconsistent", group) == 1
+        assert group_value(scrape, "rebalance_group_members", group) == 2
+        assert group_value(scrape, "rebalance_double_assigned_queues", group, topic=extra) == 0
+        assert group_value(scrape, "rebalance_orphaned_queues", group, topic=common) == 0
+
+
+def test_a_paused_broker_is_counted_and_waited_out_without_losing_the_members(
+        rocketmq_cluster_factory, real_consumer, spark, kafka_bootstrap, make_topic, tmp_path):
+    cluster = rocketmq_cluster_factory(["broker-a"])
+    topic, group = fresh("T-pause"), fresh("g-pause")
+    cluster.create_topic(topic, queues=4)
+    consumers = [real_consumer(cluster.namesrv, group, topic, f"c{i}") for i in range(2)]
+    for consumer in consumers:
+        consumer.wait_holds(topic, 2)
+
+    with watching(cluster.namesrv, group, spark, kafka_bootstrap, make_topic,
+                  tmp_path / "watch", "--timeout", "2") as (monitor, bridge):
+        monitor.wait_for(lambda m: group_value(m, "rebalance_group_members", group) == 2)
+        ok_before = bridge.wait_for(lambda m: True, what="/metrics").value(
+            "rebalance_observer_calls_total", request="consumer_connections", outcome="ok")
+        cluster.pause_broker("broker-a")
+        try:
+            during = bridge.wait_for(
+                lambda m: (m.value("rebalance_observer_calls_total",
+                                   request="consumer_connections", outcome="timeout") or 0) >= 3,
+                timeout=60, what="connection listings timing out while the broker is paused")
+            # Silence is not absence: the members are kept, and none was unregistered.
+            assert group_value(monitor.scrape(), "rebalance_group_members", group) == 2
+            assert during.value("rebalance_observer_calls_total", request="subscription_groups",
+                                outcome="timeout") >= 1
+        finally:
+            cluster.resume_broker("broker-a")
+        bridge.wait_for(
+            lambda m: m.value("rebalance_observer_calls_total", request="consumer_connections",
+                              outcome="ok") > ok_before + 2,
+            timeout=60, what="connection listings answered again after the pause")
+        assert bridge.running
+        # The clients' requests timed out during the pause and they closed those connections:
+        # the broker lists them again from their next heartbeat (within 30 s).
+        bridge.wait_for(lambda m: m.value("rebalance_observer_members") == 2, timeout=60,
+                        what="both clients listed again")
+        scrape = monitor.wait_for(lambda m: group_value(m, "rebalance_group_members", group) == 2
+                                  and group_value(m, "rebalance_orphaned_queues", group,
+                                                  topic=topic) == 0)
+        assert group_value(scrape, "rebalance_double_assigned_queues", group, topic=topic) == 0
+        log = bridge.log()
+        assert log.count("consumer_connections to broker-a failing: timeout") == 1, log[-3000:]
+        assert log.count("consumer_connections to broker-a works again") == 1, log[-3000:]
+
+
+def test_with_acl_on_the_broker_answers_only_a_signed_bridge(rocketmq_cluster_factory, tmp_path):
+    """The stock plain_acl.yml's account RocketMQ/12345678 (not an admin) may ask what the
+    bridge asks; unsigned, the broker refuses (code 1, "No accessKey is configured")."""
+    cluster = rocketmq_cluster_factory(["broker-a"], broker_extra_conf="aclEnable=true")
+    base = ["observe-rocketmq", "--namesrv", cluster.namesrv, "--stdout", "--interval", "1",
+            "--include-system-groups"]
+    with ProducerProcess(base, tmp_path / "unsigned") as unsigned:
+        refused = unsigned.wait_for(lambda m: (m.value(
+            "rebalance_observer_calls_total", request="subscription_groups",
+            outcome="code_1") or 0) >= 1, what="the unsigned call refused")
+        assert refused.value("rebalance_observer_calls_total", request="subscription_groups",
+                             outcome="ok") is None
+        assert refused.value("rebalance_observer_groups") == 0
+    with ProducerProcess([*base, "--access-key", "RocketMQ", "--secret-key", "12345678"],
+                         tmp_path / "signed") as signed:
+        answered = signed.wait_for(lambda m: (m.value(
+            "rebalance_observer_calls_total", request="subscription_groups",
+            outcome="ok") or 0) >= 1, what="the signed call answered")
+        # The broker's own groups (TOOLS_CONSUMER, ...) are what it names with no client.
+        assert answered.value("rebalance_observer_groups") > 0
+        assert answered.value("rebalance_observer_calls_total", request="subscription_groups",
+                              outcome="code_1") is None
