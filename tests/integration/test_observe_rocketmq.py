@@ -102,6 +102,12 @@ def test_two_processes_sharing_a_client_id_are_a_double_assignment_that_fires_th
                       what="both twins pulling the same first half")
     doubled = len(twins[0].holds(topic))   # what the twins both pull
     orphaned = 8 - doubled                 # what nobody pulls
+    # The real harm: every message of the first half is consumed by both, the rest by nobody.
+    sent = rocketmq_cluster.produce(topic, 16)
+    held = {queue_id for _, queue_id in twins[0].holds(topic)}
+    twice = sorted(m.body for m in sent if m.queue_id in held)
+    twins[0].wait_for(lambda _: all(sorted(m.body for m in t.consumed) == twice for t in twins),
+                      what="both twins consuming the same messages")
 
     with watching(rocketmq_cluster.namesrv, group, spark, kafka_bootstrap, make_topic,
                   tmp_path / "watch") as (monitor, _), \
@@ -120,11 +126,14 @@ def test_two_processes_sharing_a_client_id_are_a_double_assignment_that_fires_th
         # One twin ends (SIGTERM: its channel closes at once): one member, no conflict left.
         twins[1].stop()
         twins[0].wait_for(lambda t: len(t.holds(topic)) == 8, what="the survivor pulling all 8")
+        survivor = {twins[0].client_id: 8 + 1}   # all of the topic, and the retry queue
         scrape = monitor.wait_for(
             lambda m: group_value(m, "rebalance_group_members", group) == 1
             and group_value(m, "rebalance_double_assigned_queues", group, topic=topic) == 0
-            and group_value(m, "rebalance_orphaned_queues", group, topic=topic) == 0)
+            and group_value(m, "rebalance_orphaned_queues", group, topic=topic) == 0
+            and client_queues(m, group) == survivor)
         assert group_value(scrape, "rebalance_client_id_collisions", group) == 0
+        assert group_value(scrape, "rebalance_allocation_mismatch_clients", group) == 0
 
 
 def test_a_consumer_that_also_subscribes_a_second_topic_leaves_part_of_it_orphaned(
