@@ -1,6 +1,6 @@
 """`rebalance-monitor observe-rocketmq`: a RocketMQ cluster's consumer groups as monitor events.
 
-    rebalance-monitor observe-rocketmq --namesrv 10.0.0.1:9876;10.0.0.2:9876 \\
+    rebalance-monitor observe-rocketmq --namesrv '10.0.0.1:9876;10.0.0.2:9876' \\
         --bootstrap-servers kafka:9092 --topic rebalance.events --interval 10 --metrics-port 9109
 
 Asks the NameServer and every master broker what each group's clients are, what each holds and
