@@ -272,6 +272,28 @@ def run_polls(poll_once: Callable[[], object], health: PollHealth, interval_s: f
             return ok
 
 
+def poll_until_stopped(poll_once: Callable[[], object], health: PollHealth, interval_s: float,
+                       once: bool, outbox=None, topic: str = "",
+                       closers: tuple[Callable[[], object], ...] = (),
+                       close_timeout_s: float = 30.0) -> int:
+    """A poll command's whole run: run_polls until SIGTERM or Ctrl-C (or once), then `closers`,
+    then the outbox (a streaming.delivery.Outbox, or None for --stdout) flushed for up to
+    close_timeout_s, what is left counted unflushed. The exit code: 1 only when `once` and the
+    poll failed or an event was not delivered; a fault in a long run never ends it."""
+    ok = True
+    try:
+        with stop_on_sigterm() as stopping:
+            ok = run_polls(poll_once, health, interval_s, stopping, once=once)
+    finally:
+        for close in closers:
+            close()
+        if outbox is not None:
+            count_unflushed(outbox.stats, topic, outbox.close(close_timeout_s))
+    if once and outbox is not None:
+        ok = ok and not outbox.stats.snapshot()["undelivered"]
+    return 0 if ok or not once else 1
+
+
 @contextlib.contextmanager
 def stop_on_sigterm() -> Iterator[threading.Event]:
     """An event set by SIGTERM (and by Ctrl-C), so the loop ends cleanly and the producer

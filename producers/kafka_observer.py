@@ -39,11 +39,9 @@ from dataclasses import dataclass, field
 from producers.health import (
     PollHealth,
     add_metrics_arguments,
-    count_unflushed,
     error_cause,
-    run_polls,
+    poll_until_stopped,
     serve_metrics,
-    stop_on_sigterm,
 )
 from streaming.delivery import DeliveryStats, Outbox, Record, RetryPolicy
 from streaming.exporter.health import DeliveryCollector
@@ -342,17 +340,8 @@ def run(args: argparse.Namespace, observer: KafkaGroupObserver, outbox: Outbox |
         members = sum(e["type"] == "heartbeat" for r in results for e in r.events)
         health.succeeded(groups=observer.groups_seen, members=members, events=events)
 
-    ok = True
-    try:
-        with stop_on_sigterm() as stopping:
-            ok = run_polls(poll_once, health, args.interval, stopping, once=args.once)
-    finally:
-        observer.close()
-        if outbox is not None:
-            count_unflushed(outbox.stats, args.topic, outbox.close(CLOSE_TIMEOUT_S))
-    if args.once and outbox is not None:
-        ok = ok and not outbox.stats.snapshot()["undelivered"]
-    return 0 if ok or not args.once else 1
+    return poll_until_stopped(poll_once, health, args.interval, args.once, outbox, args.topic,
+                              closers=(observer.close,), close_timeout_s=CLOSE_TIMEOUT_S)
 
 
 # Each event gets 3 attempts of up to a minute: a 3-minute outage of the events broker loses

@@ -21,13 +21,7 @@ import os
 import re
 import sys
 
-from producers.health import (
-    PollHealth,
-    count_unflushed,
-    run_polls,
-    serve_metrics,
-    stop_on_sigterm,
-)
+from producers.health import PollHealth, poll_until_stopped, serve_metrics
 from producers.rocketmq.admin import RocketMQAdmin
 from producers.rocketmq.bridge import STRATEGIES
 from producers.rocketmq.observer import ObserverOptions, RocketMQObserver
@@ -107,18 +101,8 @@ def main(args: argparse.Namespace) -> int:
         health.succeeded(groups=observer.groups_seen, members=observer.members_seen,
                          events=len(events))
 
-    ok = True
-    try:
-        with stop_on_sigterm() as stopping:
-            ok = run_polls(poll_once, health, args.interval, stopping, once=args.once)
-    finally:
-        observer.close()
-        client.close()
-        if outbox is not None:
-            count_unflushed(outbox.stats, args.topic, outbox.close(CLOSE_TIMEOUT_S))
-    if args.once and outbox is not None:
-        ok = ok and not outbox.stats.snapshot()["undelivered"]
-    return 0 if ok or not args.once else 1
+    return poll_until_stopped(poll_once, health, args.interval, args.once, outbox, args.topic,
+                              closers=(observer.close, client.close))
 
 
 def _options(args: argparse.Namespace) -> ObserverOptions:
@@ -142,7 +126,6 @@ def _say_assumed_strategy(event: dict, said: set[tuple[str, str]]) -> None:
 # Each event gets 3 attempts of up to a minute: a 3-minute outage of the events broker loses
 # nothing (the events wait in the producer); a longer one is counted, by cause, on /metrics.
 PRODUCER_SETTINGS = {"linger.ms": 20, "message.timeout.ms": 60_000}
-CLOSE_TIMEOUT_S = 30.0
 
 
 def _outbox(args: argparse.Namespace) -> Outbox:
