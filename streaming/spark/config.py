@@ -1,143 +1,266 @@
 """The job's one frozen configuration: parsed and validated once, passed down, never global.
 
-Every flag has an environment-variable default (REBALANCE_MONITOR_<FLAG>), so the same image
-runs under spark-submit, docker compose or a terminal.
+Each option is declared once, as a `JobConfig` field made by `option(...)`: its default, its
+help line and the function that turns text into its value (and refuses bad text). From that
+declaration come the `rebalance-monitor run` flag (`--<field-name>` with dashes, or the
+declared `flag`), its environment default `REBALANCE_MONITOR_<FLAG>` (so the same image runs
+under spark-submit, docker compose or a terminal), the `--help` line and `config_from_args`.
+A flag given on the command line wins over its environment variable.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import MISSING, Field, dataclass, field, fields
+from typing import Any
 
 from streaming.core.step import StepConfig
+from streaming.spark.offset_ranges import parse_bool, parse_positive_int
+from streaming.spark.source import SOURCES
+
+ENV_PREFIX = "REBALANCE_MONITOR_"
+
+
+@dataclass(frozen=True)
+class Option:
+    """What the command line knows about one JobConfig field."""
+
+    help: str
+    parse: Callable[[str], Any] = str  # text -> value; raises ValueError/ArgumentTypeError
+    metavar: str | None = None
+    flag: str | None = None       # default: the field name with dashes
+    required: bool = False        # no default: the flag or its variable must be set
+    repeated: bool = False        # the flag may be given many times; the variable has one a line
+    shown_default: str | None = None  # the default as --help shows it
+
+
+def option(help: str, parse: Callable[[str], Any] = str, *, default: Any = MISSING,
+           default_factory: Any = MISSING, **details: Any) -> Any:
+    """A JobConfig field declared together with its command-line option."""
+    return field(default=default, default_factory=default_factory,
+                 metadata={"option": Option(help=help, parse=parse, **details)})
+
+
+# Per-option parsers. Each one is the only check of its values, from a flag or a variable.
+
+def _whole_number(text: str) -> int:
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+
+
+def _positive(text: str) -> int:
+    value = parse_positive_int(text, "the value")
+    if value is None:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
+    return value
+
+
+def _positive_or_auto(text: str) -> int | None:
+    if str(text).strip().lower() == "auto":
+        return None
+    try:
+        return _positive(text)
+    except (ValueError, argparse.ArgumentTypeError):
+        raise argparse.ArgumentTypeError(
+            f"expected a positive whole number or auto, got {text!r}") from None
+
+
+def _on_off(text: str) -> bool:
+    return parse_bool(text, "the value", default=False)
+
+
+def _not_empty(text: str) -> str:
+    if not str(text).strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return str(text)
+
+
+def _one_of(*choices: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in choices:
+            raise argparse.ArgumentTypeError(
+                f"expected one of {', '.join(choices)}, got {text!r}")
+        return text
+    return parse
+
+
+def _kafka_option(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.removeprefix("kafka."), value
 
 
 @dataclass(frozen=True)
 class JobConfig:
-    bootstrap_servers: str
-    topic: str = "rebalance.events"
-    checkpoint: str = "./checkpoints/rebalance-monitor"
-    source: str = "auto"  # auto | kafka | embedded
-    starting_offsets: str = "earliest"
+    bootstrap_servers: str = option(
+        "Kafka bootstrap servers of the events topic, e.g. HOST:9092,HOST2:9092",
+        _not_empty, required=True, metavar="HOST:PORT[,...]")
+    topic: str = option("the events topic", default="rebalance.events", metavar="TOPIC")
+    checkpoint: str = option(
+        "checkpoint directory (offsets, group state, the job's counters); keep it on durable "
+        "storage", default="./checkpoints/rebalance-monitor", metavar="PATH")
+    source: str = option(
+        "kafka: Spark's built-in connector; embedded: the Python reader; auto: built-in if "
+        "present", _one_of(*SOURCES), default="auto",
+        metavar="{auto,kafka,embedded}")
+    starting_offsets: str = option(
+        "where a new checkpoint starts reading the topic", _one_of("earliest", "latest"),
+        default="earliest", metavar="{earliest,latest}")
     # A bounded batch after downtime: 500,000 caught up fastest on 2 cores (docs/benchmarks.md)
     # and keeps one batch's events per group within the Python worker's memory.
-    max_offsets_per_trigger: int | None = 500_000
-    fail_on_data_loss: bool = True
-    kafka_options: dict[str, str] = field(default_factory=dict)
-    findings_topic: str = "rebalance.findings"
-    dead_letter_topic: str = "rebalance.events.dlq"
-    metrics_host: str = "0.0.0.0"
-    metrics_port: int = 9108
-    trigger_interval: str = "2 seconds"
-    watermark_delay: str = "30 seconds"
-    session_timeout_ms: int = 120_000
-    kafka_session_timeout_ms: int = 45_000
-    reorder_window_ms: int = 10_000
-    client_metrics: bool = True
-    max_client_series: int = 500
-    shuffle_partitions: int | None = None   # None: the cores Spark has when the job starts
-    state_store: str = "rocksdb"  # rocksdb | hdfs
-    max_event_bytes: int = 1 << 20
+    max_offsets_per_trigger: int | None = option(
+        "events per micro-batch at most, which bounds a catch-up batch", _positive,
+        default=500_000, metavar="N")
+    fail_on_data_loss: bool = option(
+        "stop when offsets the query needs are gone", _on_off, default=True,
+        metavar="ON|OFF", shown_default="on")
+    kafka_options: dict[str, str] = option(
+        "client setting passed to every Kafka client, e.g. security.protocol=SASL_SSL; "
+        "repeatable, and the variable holds one KEY=VALUE a line (flags come after it)",
+        _kafka_option, default_factory=dict, flag="kafka-option", repeated=True,
+        metavar="KEY=VALUE", shown_default="none")
+    findings_topic: str = option(
+        "topic the findings that start or end are written to", default="rebalance.findings",
+        metavar="TOPIC")
+    dead_letter_topic: str = option(
+        "topic invalid events are written to, with their reason",
+        default="rebalance.events.dlq", metavar="TOPIC")
+    metrics_host: str = option("address the /metrics endpoint listens on", default="0.0.0.0",
+                               metavar="HOST")
+    metrics_port: int = option("port of the /metrics endpoint", _whole_number, default=9108,
+                               metavar="PORT")
+    trigger_interval: str = option(
+        "time between micro-batches (Spark's processing-time trigger); keep it at or above "
+        "the batch duration", default="2 seconds", metavar="DURATION")
+    watermark_delay: str = option(
+        "how far the watermark (which drives session expiry in event time) trails the "
+        "newest record", default="30 seconds", metavar="DURATION")
+    session_timeout_ms: int = option(
+        "a RocketMQ member without heartbeat for this long (event time) is gone",
+        _whole_number, default=120_000, metavar="MS")
+    kafka_session_timeout_ms: int = option(
+        "a Kafka member without heartbeat for this long (event time) is gone", _whole_number,
+        default=45_000, metavar="MS")
+    reorder_window_ms: int = option(
+        "events this far behind a group's newest event are put back in order exactly (the "
+        "window's edge moves in steps of this size); events behind it merge with the newest "
+        "fact winning", _whole_number, default=10_000, metavar="MS")
+    client_metrics: bool = option("export rebalance_client_queues per client",
+                                  _on_off, default=True, metavar="ON|OFF", shown_default="on")
+    max_client_series: int = option("cap on rebalance_client_queues series per group",
+                                    _whole_number, default=500, metavar="N")
+    shuffle_partitions: int | None = option(
+        "state partitions (tasks of the stateful stage), fixed when the checkpoint is "
+        "created; auto: Spark's default parallelism (total cores)", _positive_or_auto,
+        default=None, metavar="N|auto", shown_default="auto")
+    state_store: str = option("state store provider", _one_of("rocksdb", "hdfs"),
+                              default="rocksdb", metavar="{rocksdb,hdfs}")
+    max_event_bytes: int = option(
+        "events larger than this go to the dead-letter topic as oversized", _positive,
+        default=1 << 20, metavar="BYTES")
 
     def step_config(self) -> StepConfig:
-        return StepConfig(session_timeout_ms=self.session_timeout_ms,
-                          kafka_session_timeout_ms=self.kafka_session_timeout_ms,
-                          reorder_window_ms=self.reorder_window_ms)
+        """The core's settings: the JobConfig fields of the same names."""
+        return StepConfig(**{name: getattr(self, name) for name in _field_names(StepConfig)})
 
     def producer_options(self) -> dict[str, str]:
         """confluent-kafka settings for the findings and dead-letter producer."""
         return {"bootstrap.servers": self.bootstrap_servers, **self.kafka_options}
 
 
-def _env(name: str, default):
-    return os.environ.get("REBALANCE_MONITOR_" + name.upper().replace("-", "_"), default)
+def _field_names(cls) -> list[str]:
+    return [each.name for each in fields(cls)]
 
 
-def _bool(text: str) -> bool:
-    lowered = str(text).lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected on/off, got {text!r}")
+def options() -> Iterator[tuple[Field, Option]]:
+    """Every JobConfig field with its option, in declaration order."""
+    for each in fields(JobConfig):
+        yield each, each.metadata["option"]
 
 
-def _kafka_option(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
-    return key.removeprefix("kafka."), value
+def flag_of(each: Field) -> str:
+    return "--" + (each.metadata["option"].flag or each.name.replace("_", "-"))
+
+
+def env_of(each: Field) -> str:
+    return ENV_PREFIX + flag_of(each).removeprefix("--").upper().replace("-", "_")
+
+
+def default_of(each: Field) -> Any:
+    if each.default_factory is not MISSING:
+        return each.default_factory()
+    return None if each.default is MISSING else each.default
+
+
+def help_of(each: Field, opt: Option) -> str:
+    if opt.required:
+        where = f"required; env {env_of(each)}"
+    else:
+        shown = opt.shown_default if opt.shown_default is not None else each.default
+        where = f"default: {shown}; env {env_of(each)}"
+    return f"{opt.help} ({where})".replace("%", "%%")  # argparse %-formats help
+
+
+def _argument_type(opt: Option) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        try:
+            return opt.parse(text)
+        except (TypeError, ValueError) as error:  # argparse reports ArgumentTypeError itself
+            raise argparse.ArgumentTypeError(str(error)) from None
+    parse.__name__ = getattr(opt.parse, "__name__", "value")
+    return parse
+
+
+# Not given on the command line (a flag's value may be None, e.g. --shuffle-partitions auto).
+_UNSET = object()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add = parser.add_argument
-    add("--bootstrap-servers", default=_env("bootstrap-servers", None),
-        help="Kafka bootstrap servers of the events topic (env REBALANCE_MONITOR_BOOTSTRAP_SERVERS)")
-    add("--topic", default=_env("topic", JobConfig.topic))
-    add("--checkpoint", default=_env("checkpoint", JobConfig.checkpoint))
-    add("--source", choices=["auto", "kafka", "embedded"], default=_env("source", "auto"),
-        help="kafka: Spark's built-in connector; embedded: the Python reader; auto: built-in if present")
-    add("--starting-offsets", choices=["earliest", "latest"],
-        default=_env("starting-offsets", "earliest"))
-    add("--max-offsets-per-trigger", type=int,
-        default=_env("max-offsets-per-trigger", JobConfig.max_offsets_per_trigger),
-        help="events per micro-batch at most (bounds a catch-up batch)")
-    add("--fail-on-data-loss", type=_bool, default=_bool(_env("fail-on-data-loss", "true")))
-    add("--kafka-option", type=_kafka_option, action="append", default=[], metavar="KEY=VALUE",
-        help="client setting passed to every Kafka client, e.g. security.protocol=SASL_SSL")
-    add("--findings-topic", default=_env("findings-topic", JobConfig.findings_topic))
-    add("--dead-letter-topic", default=_env("dead-letter-topic", JobConfig.dead_letter_topic))
-    add("--metrics-host", default=_env("metrics-host", JobConfig.metrics_host))
-    add("--metrics-port", type=int, default=int(_env("metrics-port", JobConfig.metrics_port)))
-    add("--trigger-interval", default=_env("trigger-interval", JobConfig.trigger_interval))
-    add("--watermark-delay", default=_env("watermark-delay", JobConfig.watermark_delay))
-    add("--session-timeout-ms", type=int,
-        default=int(_env("session-timeout-ms", JobConfig.session_timeout_ms)))
-    add("--kafka-session-timeout-ms", type=int,
-        default=int(_env("kafka-session-timeout-ms", JobConfig.kafka_session_timeout_ms)))
-    add("--reorder-window-ms", type=int,
-        default=int(_env("reorder-window-ms", JobConfig.reorder_window_ms)),
-        help="events this far behind a group's newest event are put back in order exactly "
-             "(the window's edge moves in steps of this size); events behind it merge with "
-             "the newest fact winning")
-    add("--client-metrics", type=_bool, default=_bool(_env("client-metrics", "on")),
-        help="export rebalance_client_queues per client (on/off)")
-    add("--max-client-series", type=int,
-        default=int(_env("max-client-series", JobConfig.max_client_series)),
-        help="cap on rebalance_client_queues series per group")
-    add("--shuffle-partitions", type=_positive_or_auto, default=_env("shuffle-partitions", None),
-        help="state partitions (tasks of the stateful stage); default: Spark's default "
-             "parallelism (total cores) when the checkpoint is created")
-    add("--state-store", choices=["rocksdb", "hdfs"], default=_env("state-store", "rocksdb"))
+    for each, opt in options():
+        parser.add_argument(
+            flag_of(each), dest=each.name, type=_argument_type(opt), metavar=opt.metavar,
+            action="append" if opt.repeated else "store",
+            default=None if opt.repeated else _UNSET, help=help_of(each, opt))
 
 
-def _positive_or_auto(text) -> int | None:
-    if text is None or str(text).lower() == "auto":
-        return None
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be a positive number or auto")
-    return value
+def _from_env(each: Field, opt: Option) -> Any:
+    """The parsed value of the field's environment variable, or _UNSET when it is not set."""
+    name = env_of(each)
+    text = os.environ.get(name)
+    if text is None:
+        return _UNSET
+    try:
+        if opt.repeated:  # one value a line
+            return [opt.parse(line.strip()) for line in text.splitlines() if line.strip()]
+        return opt.parse(text)
+    except (TypeError, ValueError, argparse.ArgumentTypeError) as error:
+        # A repeated option's error quotes its bad line only: the others may hold secrets.
+        shown = name if opt.repeated else f"{name}={text!r}"
+        raise SystemExit(f"rebalance-monitor run: error: {shown} (the default of "
+                         f"{flag_of(each)}): {error}") from None
 
 
 def config_from_args(args: argparse.Namespace) -> JobConfig:
-    if not args.bootstrap_servers:
-        raise SystemExit("--bootstrap-servers (or REBALANCE_MONITOR_BOOTSTRAP_SERVERS) is required")
-    if args.max_offsets_per_trigger is not None and int(args.max_offsets_per_trigger) <= 0:
-        raise SystemExit("--max-offsets-per-trigger must be positive")
-    return JobConfig(
-        bootstrap_servers=args.bootstrap_servers, topic=args.topic, checkpoint=args.checkpoint,
-        source=args.source, starting_offsets=args.starting_offsets,
-        max_offsets_per_trigger=(int(args.max_offsets_per_trigger)
-                                 if args.max_offsets_per_trigger is not None else None),
-        fail_on_data_loss=args.fail_on_data_loss, kafka_options=dict(args.kafka_option),
-        findings_topic=args.findings_topic, dead_letter_topic=args.dead_letter_topic,
-        metrics_host=args.metrics_host, metrics_port=args.metrics_port,
-        trigger_interval=args.trigger_interval, watermark_delay=args.watermark_delay,
-        session_timeout_ms=args.session_timeout_ms,
-        kafka_session_timeout_ms=args.kafka_session_timeout_ms,
-        reorder_window_ms=args.reorder_window_ms, client_metrics=args.client_metrics,
-        max_client_series=args.max_client_series, shuffle_partitions=args.shuffle_partitions,
-        state_store=args.state_store,
-    )
+    """Each option's flag (parsed by argparse), else its variable, else its default. A repeated
+    option takes its variable's values first, then its flags'."""
+    values: dict[str, Any] = {}
+    for each, opt in options():
+        given = getattr(args, each.name)
+        if opt.repeated:
+            from_env = _from_env(each, opt)
+            value = dict([*(from_env if from_env is not _UNSET else []), *(given or [])])
+        elif given is not _UNSET:
+            value = given
+        elif (from_env := _from_env(each, opt)) is not _UNSET:
+            value = from_env
+        elif opt.required:
+            raise SystemExit(f"{flag_of(each)} (or {env_of(each)}) is required")
+        else:
+            value = default_of(each)
+        values[each.name] = value
+    return JobConfig(**values)

@@ -20,6 +20,7 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import fields
 
 from prometheus_client import CollectorRegistry
 from pyspark.errors.exceptions.captured import SparkRuntimeException
@@ -76,12 +77,8 @@ def build_session(config: JobConfig, master: str | None = None) -> SparkSession:
 
 
 def source_config(config: JobConfig) -> SourceConfig:
-    return SourceConfig(
-        bootstrap_servers=config.bootstrap_servers, topic=config.topic, source=config.source,
-        starting_offsets=config.starting_offsets,
-        max_offsets_per_trigger=config.max_offsets_per_trigger,
-        fail_on_data_loss=config.fail_on_data_loss, kafka_options=config.kafka_options,
-    )
+    """The source's settings: the JobConfig fields of the same names."""
+    return SourceConfig(**{each.name: getattr(config, each.name) for each in fields(SourceConfig)})
 
 
 def restore_snapshots(spark: SparkSession, checkpoint: str, store: SnapshotStore) -> int:

@@ -45,8 +45,8 @@ class SourceConfig:
         if self.source not in SOURCES:
             raise ValueError(f"source must be one of {SOURCES}, got {self.source!r}")
         parse_starting_offsets(self.starting_offsets)
-        if self.max_offsets_per_trigger is not None and self.max_offsets_per_trigger <= 0:
-            raise ValueError("max_offsets_per_trigger must be positive")
+        # max_offsets_per_trigger is checked where it is read from text: by its `run` option
+        # and, as maxOffsetsPerTrigger, by the reader (parse_positive_int, the same rule).
         options = {
             key.removeprefix("kafka."): str(value) for key, value in self.kafka_options.items()
         }

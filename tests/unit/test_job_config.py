@@ -1,20 +1,124 @@
-"""The job's command-line options: defaults an operator relies on, and rejected values."""
+"""The job's command-line options: defaults an operator relies on, and rejected values.
+
+Each option is declared once (a JobConfig field); these tests hold the flags, variables, help
+lines and validation generated from those declarations to what README.md and docs/ promise.
+"""
 
 from __future__ import annotations
 
 import argparse
+import re
+from dataclasses import fields
+from pathlib import Path
 
 import pytest
 
-from streaming.spark.config import add_arguments, config_from_args
+from streaming.core.step import StepConfig
+from streaming.spark.config import (
+    JobConfig,
+    add_arguments,
+    config_from_args,
+    env_of,
+    flag_of,
+    options,
+)
 
 pytestmark = pytest.mark.unit
 
+ROOT = Path(__file__).resolve().parents[2]
+
+# Today's (documented) flags, variables and defaults: none may change.
+DEFAULTS = {
+    "--topic": "rebalance.events",
+    "--checkpoint": "./checkpoints/rebalance-monitor",
+    "--source": "auto",
+    "--starting-offsets": "earliest",
+    "--max-offsets-per-trigger": 500_000,
+    "--fail-on-data-loss": True,
+    "--kafka-option": {},
+    "--findings-topic": "rebalance.findings",
+    "--dead-letter-topic": "rebalance.events.dlq",
+    "--metrics-host": "0.0.0.0",
+    "--metrics-port": 9108,
+    "--trigger-interval": "2 seconds",
+    "--watermark-delay": "30 seconds",
+    "--session-timeout-ms": 120_000,
+    "--kafka-session-timeout-ms": 45_000,
+    "--reorder-window-ms": 10_000,
+    "--client-metrics": True,
+    "--max-client-series": 500,
+    "--shuffle-partitions": None,
+    "--state-store": "rocksdb",
+    "--max-event-bytes": 1 << 20,
+}
+
+# One good text per option (as a flag or its variable) and the value it gives.
+GOOD = {
+    "bootstrap_servers": ("b1:9092,b2:9092", "b1:9092,b2:9092"),
+    "topic": ("events.v2", "events.v2"),
+    "checkpoint": ("/data/cp", "/data/cp"),
+    "source": ("embedded", "embedded"),
+    "starting_offsets": ("latest", "latest"),
+    "max_offsets_per_trigger": ("7000", 7_000),
+    "fail_on_data_loss": ("off", False),
+    "kafka_options": ("security.protocol=SASL_SSL", {"security.protocol": "SASL_SSL"}),
+    "findings_topic": ("f", "f"),
+    "dead_letter_topic": ("d", "d"),
+    "metrics_host": ("127.0.0.1", "127.0.0.1"),
+    "metrics_port": ("9200", 9200),
+    "trigger_interval": ("500 milliseconds", "500 milliseconds"),
+    "watermark_delay": ("1 minute", "1 minute"),
+    "session_timeout_ms": ("60000", 60_000),
+    "kafka_session_timeout_ms": ("30000", 30_000),
+    "reorder_window_ms": ("5000", 5_000),
+    "client_metrics": ("no", False),
+    "max_client_series": ("50", 50),
+    "shuffle_partitions": ("4", 4),
+    "state_store": ("hdfs", "hdfs"),
+    "max_event_bytes": ("50000", 50_000),
+}
+
+# One refused text for every option that validates its text, and a word of the reason.
+BAD = {
+    "bootstrap_servers": (" ", "empty"),
+    "source": ("pulsar", "one of auto, kafka, embedded"),
+    "starting_offsets": ("newest", "one of earliest, latest"),
+    "max_offsets_per_trigger": ("0", "positive"),
+    "fail_on_data_loss": ("maybe", "on or off"),
+    "kafka_options": ("security.protocol", "KEY=VALUE"),
+    "metrics_port": ("nine", "whole number"),
+    "session_timeout_ms": ("2m", "whole number"),
+    "kafka_session_timeout_ms": ("1.5", "whole number"),
+    "reorder_window_ms": ("", "whole number"),
+    "client_metrics": ("enabled", "on or off"),
+    "max_client_series": ("many", "whole number"),
+    "shuffle_partitions": ("-1", "positive whole number or auto"),
+    "state_store": ("memory", "one of rocksdb, hdfs"),
+    "max_event_bytes": ("-5", "positive"),
+}
+FREE_TEXT = {"topic", "checkpoint", "findings_topic", "dead_letter_topic", "metrics_host",
+             "trigger_interval", "watermark_delay"}
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rebalance-monitor run")
+    add_arguments(parser)
+    return parser
+
 
 def parse(*argv: str):
-    parser = argparse.ArgumentParser()
-    add_arguments(parser)
-    return config_from_args(parser.parse_args(["--bootstrap-servers", "b:9092", *argv]))
+    return config_from_args(parser().parse_args(["--bootstrap-servers", "b:9092", *argv]))
+
+
+def field_named(name: str):
+    return next(each for each, _ in options() if each.name == name)
+
+
+@pytest.fixture(autouse=True)
+def no_job_variables(monkeypatch):
+    """The tests' own environment: no REBALANCE_MONITOR_* of the machine running them."""
+    for each, _ in options():
+        monkeypatch.delenv(env_of(each), raising=False)
 
 
 def test_a_catch_up_batch_is_bounded_by_default():
@@ -22,11 +126,167 @@ def test_a_catch_up_batch_is_bounded_by_default():
     assert parse("--max-offsets-per-trigger", "20000").max_offsets_per_trigger == 20_000
 
 
-def test_a_batch_bound_below_one_is_refused():
-    with pytest.raises(SystemExit, match="positive"):
+def test_a_batch_bound_below_one_is_refused(capsys):
+    with pytest.raises(SystemExit):
         parse("--max-offsets-per-trigger", "0")
+    assert "argument --max-offsets-per-trigger" in capsys.readouterr().err
 
 
 def test_the_bound_can_come_from_the_environment(monkeypatch):
     monkeypatch.setenv("REBALANCE_MONITOR_MAX_OFFSETS_PER_TRIGGER", "7000")
     assert parse().max_offsets_per_trigger == 7_000
+
+
+def test_every_field_is_one_flag_and_one_variable_with_a_help_line():
+    actions = [action for action in parser()._actions if action.option_strings != ["-h", "--help"]]
+    by_dest = {action.dest: action for action in actions}
+    assert len(by_dest) == len(actions) == len(fields(JobConfig))
+    for each, opt in options():
+        action = by_dest[each.name]
+        assert action.option_strings == [flag_of(each)]
+        assert env_of(each) == "REBALANCE_MONITOR_" + flag_of(each)[2:].upper().replace("-", "_")
+        assert opt.help and env_of(each) in action.help
+        assert ("required" if opt.required else "default:") in action.help
+    assert len({flag_of(each) for each, _ in options()}) == len(fields(JobConfig))
+
+
+def test_flags_and_defaults_are_the_documented_ones():
+    config = parse()
+    assert {flag_of(each): getattr(config, each.name) for each, _ in options()
+            if each.name != "bootstrap_servers"} == DEFAULTS
+    assert config == JobConfig(bootstrap_servers="b:9092")
+
+
+def test_every_flag_the_docs_name_for_run_is_an_option():
+    flags = {flag_of(each) for each, _ in options()} | {"--master"}
+    readme_table = re.findall(r"^\| `(--[a-z-]+)", (ROOT / "README.md").read_text(), re.M)
+    readme_table += re.findall(r"`(--[a-z-]+)`", "".join(
+        re.findall(r"^\| `--.*", (ROOT / "README.md").read_text(), re.M)))
+    deploy = (ROOT / "docs" / "deploy.md").read_text()
+    job_arguments = deploy[deploy.index("The job's own arguments"):deploy.index("## 2.")]
+    documented = set(readme_table) | set(re.findall(r"`(--[a-z-]+)`", job_arguments))
+    assert len(documented) >= 15
+    assert documented <= flags
+    readme = (ROOT / "README.md").read_text()
+    assert "REBALANCE_MONITOR_BOOTSTRAP_SERVERS" in readme
+    assert env_of(field_named("bootstrap_servers")) == "REBALANCE_MONITOR_BOOTSTRAP_SERVERS"
+
+
+def test_the_tables_cover_every_option():
+    names = {each.name for each, _ in options()}
+    assert set(GOOD) == names
+    validating = {each.name for each, opt in options() if opt.parse is not str}
+    assert set(BAD) == validating and FREE_TEXT == names - validating
+
+
+@pytest.mark.parametrize("name", sorted(GOOD))
+def test_a_flag_sets_its_field(name):
+    text, value = GOOD[name]
+    assert getattr(parse(flag_of(field_named(name)), text), name) == value
+
+
+# Defaults whose text is not str(value): a flag giving the default overrides a variable.
+DEFAULT_TEXT = {"fail_on_data_loss": "on", "client_metrics": "on", "shuffle_partitions": "auto"}
+
+
+@pytest.mark.parametrize("name", sorted(GOOD))
+def test_a_variable_is_its_flags_default_and_the_flag_wins(monkeypatch, name):
+    each = field_named(name)
+    text, value = GOOD[name]
+    monkeypatch.setenv(env_of(each), text)
+    if name == "bootstrap_servers":
+        assert config_from_args(parser().parse_args([])).bootstrap_servers == value
+        return
+    assert getattr(parse(), name) == value
+    if name != "kafka_options":
+        default = DEFAULTS[flag_of(each)]
+        assert getattr(parse(flag_of(each), DEFAULT_TEXT.get(name, str(default))), name) == default
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_a_bad_flag_value_is_refused_naming_the_flag(capsys, name):
+    text, reason = BAD[name]
+    with pytest.raises(SystemExit) as exited:
+        parse(flag_of(field_named(name)), text)
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert f"argument {flag_of(field_named(name))}: " in error and reason in error
+    assert "Traceback" not in error
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_a_bad_variable_is_refused_naming_the_variable_and_flag(monkeypatch, name):
+    text, reason = BAD[name]
+    each = field_named(name)
+    monkeypatch.setenv(env_of(each), text)
+    args = parser().parse_args(["--bootstrap-servers", "b:9092"] if name != "bootstrap_servers"
+                               else [])
+    with pytest.raises(SystemExit) as exited:
+        config_from_args(args)
+    message = str(exited.value.code)
+    shown = env_of(each) if name == "kafka_options" else f"{env_of(each)}={text!r}"
+    assert shown in message and flag_of(each) in message and reason in message
+
+
+def test_a_bad_kafka_option_line_is_quoted_alone():
+    """The variable's other lines may be credentials: only the bad line is shown."""
+    each = field_named("kafka_options")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(env_of(each), "sasl.password=s3cret\nsecurity.protocol")
+        with pytest.raises(SystemExit) as exited:
+            parse()
+    message = str(exited.value.code)
+    assert env_of(each) in message and "'security.protocol'" in message
+    assert "s3cret" not in message
+
+
+def test_kafka_options_come_from_the_variable_then_the_flags(monkeypatch):
+    monkeypatch.setenv("REBALANCE_MONITOR_KAFKA_OPTION",
+                       "security.protocol=SASL_SSL\n\nkafka.sasl.mechanism=PLAIN\n")
+    config = parse("--kafka-option", "sasl.mechanism=SCRAM-SHA-512", "--kafka-option", "a=b=c")
+    assert config.kafka_options == {"security.protocol": "SASL_SSL",
+                                    "sasl.mechanism": "SCRAM-SHA-512", "a": "b=c"}
+
+
+def test_bootstrap_servers_are_required_from_the_flag_or_the_variable():
+    with pytest.raises(SystemExit, match="--bootstrap-servers .or "
+                                         "REBALANCE_MONITOR_BOOTSTRAP_SERVERS. is required"):
+        config_from_args(parser().parse_args([]))
+
+
+def test_the_core_gets_the_fields_of_its_names():
+    config = parse("--session-timeout-ms", "1", "--kafka-session-timeout-ms", "2",
+                   "--reorder-window-ms", "3")
+    assert config.step_config() == StepConfig(1, 2, 3)
+
+
+def test_run_help_gives_every_option_a_help_line_with_default_and_variable(capsys):
+    from streaming.cli import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser(["run", "--help"]).parse_args(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    text = text[text.index("options:"):]
+    flags = [flag_of(each) for each, _ in options()] + ["--master"]
+    starts = [text.index(f" {flag} ") for flag in flags]
+    assert starts == sorted(starts)
+    for each, start, end in zip(fields(JobConfig), starts[:-1], starts[1:], strict=True):
+        line = text[start:end]  # the flag, its metavar and its help
+        assert f"env {env_of(each)})" in line and re.search(r"\((default: .+|required);", line)
+        assert len(line.split()) > 6, line
+    assert "Spark master" in text[starts[-1]:]
+
+
+ON_OFF_WORDS = re.compile(
+    r"""["'](?:on|off|yes|no|true|false|1|0)["']\s*,\s*["'](?:on|off|yes|no|true|false|1|0)["']""",
+    re.I)
+
+
+def test_one_on_off_parser_in_the_project():
+    """parse_bool (streaming/spark/offset_ranges.py) is the only one."""
+    found = []
+    for path in sorted([*(ROOT / "streaming").rglob("*.py"), *(ROOT / "producers").rglob("*.py")]):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if re.search(r"def \w*bool\w*\(", line) or ON_OFF_WORDS.search(line):
+                found.append(f"{path.relative_to(ROOT)}:{number}")
+    assert [place.split(":")[0] for place in found] == ["streaming/spark/offset_ranges.py"] * 3

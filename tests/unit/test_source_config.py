@@ -37,7 +37,6 @@ def test_defaults():
 @pytest.mark.parametrize("kwargs, message", [
     ({"source": "pulsar"}, "source must be one of"),
     ({"starting_offsets": "newest"}, "startingOffsets"),
-    ({"max_offsets_per_trigger": 0}, "positive"),
     ({"kafka_options": {"kafka.bootstrap.servers": "x:1"}}, "bootstrap_servers"),
 ])
 def test_bad_settings_are_rejected_with_a_reason(kwargs, message):
@@ -45,6 +44,30 @@ def test_bad_settings_are_rejected_with_a_reason(kwargs, message):
         SourceConfig("b:9092", "t", **kwargs)
     with pytest.raises(ValueError, match="required"):
         SourceConfig("", "t")
+
+
+def test_the_batch_cap_is_checked_once_where_it_is_read_from_text():
+    """`run --max-offsets-per-trigger` and the reader's maxOffsetsPerTrigger share one rule
+    (parse_positive_int); SourceConfig carries the value as it is given."""
+    from streaming.spark.source_embedded import ReaderOptions
+
+    options = SourceConfig("b:9092", "t", max_offsets_per_trigger=0).spark_options()
+    with pytest.raises(ValueError, match="maxOffsetsPerTrigger must be a positive integer"):
+        ReaderOptions.from_options(options)
+    options["maxOffsetsPerTrigger"] = "5000"
+    assert ReaderOptions.from_options(options).max_offsets_per_trigger == 5000
+
+
+def test_the_job_gives_the_source_its_fields_of_the_same_names():
+    from streaming.spark.config import JobConfig
+    from streaming.spark.job import source_config
+
+    job = JobConfig("b:9092", topic="t", source="embedded", starting_offsets="latest",
+                    max_offsets_per_trigger=10, fail_on_data_loss=False,
+                    kafka_options={"security.protocol": "SSL"})
+    assert source_config(job) == SourceConfig(
+        "b:9092", "t", source="embedded", starting_offsets="latest", max_offsets_per_trigger=10,
+        fail_on_data_loss=False, kafka_options={"security.protocol": "SSL"})
 
 
 def test_describe_hides_secrets():
