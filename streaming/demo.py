@@ -18,6 +18,8 @@ import tempfile
 import threading
 import time
 
+from streaming.core.contract import FindingRecord, GroupMetrics
+
 DEFAULT_SCENARIOS = "client-id-collision,multi-topic-skew,broker-crash,lost-notification"
 CONFLICT_SCENARIOS = {"broker-crash", "lost-notification", "network-partition", "strategy-change",
                       "client-id-collision", "subscription-mismatch"}
@@ -205,42 +207,36 @@ def _print_final_state(monitor) -> None:
     print("\ndemo: final state\n" + text, flush=True)
 
 
-def open_findings(records: list[dict]) -> list[dict]:
+def open_findings(records: list[FindingRecord]) -> list[FindingRecord]:
     """The findings whose latest record (oldest first in `records`) says started, by group."""
-    latest = {_finding_identity(record): record for record in records}
-    started = [record for record in latest.values() if record["status"] == "started"]
-    return sorted(started, key=lambda record: repr(_finding_identity(record)[1:]))
+    latest = {(record.key, record.identity): record for record in records}
+    started = [record for record in latest.values() if record.status == "started"]
+    return sorted(started, key=lambda record: (record.group, record.system, repr(record.identity)))
 
 
-def _finding_identity(record: dict) -> tuple:
-    return (record.get("system"), record["group"], record["kind"], record.get("topic"),
-            tuple(record.get("queue") or ()), tuple(record.get("clients") or ()),
-            record.get("address"), tuple(record.get("brokers") or ()))
-
-
-def render_table(groups: list[dict], findings: list[dict], title: str = "latest findings:") -> str:
+def render_table(groups: list[GroupMetrics], findings: list[FindingRecord],
+                 title: str = "latest findings:") -> str:
     """The live view: one line per group, then findings (by default the latest that started or
     ended)."""
     header = f"{'group':<22} {'sys':<8} {'members':>7} {'queues':>6} {'double':>6} {'orphan':>6} " \
              f"{'skew':>5} {'idle':>4} {'rebal':>5}  flags"
     lines = [time.strftime("%H:%M:%S") + "  rebalance-monitor demo", "", header, "-" * len(header)]
-    for snap in groups:
-        flags = [name for key, name in (("subscription_inconsistent", "SUBSCRIPTION"),
-                                        ("strategy_inconsistent", "STRATEGY"),
-                                        ("client_id_collisions", "CLIENT-ID"),
-                                        ("view_divergent_clients", "STALE-VIEW"),
-                                        ("broker_view_divergent", "BROKER-VIEW"))
-                 if snap.get(key)]
+    for group in groups:
+        flags = [name for value, name in ((group.subscription_inconsistent, "SUBSCRIPTION"),
+                                          (group.strategy_inconsistent, "STRATEGY"),
+                                          (group.client_id_collisions, "CLIENT-ID"),
+                                          (group.view_divergent_clients, "STALE-VIEW"),
+                                          (group.broker_view_divergent, "BROKER-VIEW"))
+                 if value]
         lines.append(
-            f"{snap['group'][:22]:<22} {snap.get('system', ''):<8} {snap.get('members', 0):>7} "
-            f"{sum((snap.get('queues') or {}).values()):>6} "
-            f"{sum((snap.get('double_assigned') or {}).values()):>6} "
-            f"{sum((snap.get('orphaned') or {}).values()):>6} {snap.get('skew_ratio', 1.0):>5.2f} "
-            f"{snap.get('idle_clients', 0):>4} {snap.get('rebalances_total', 0):>5}  {' '.join(flags)}")
+            f"{group.group[:22]:<22} {group.system:<8} {group.members:>7} "
+            f"{sum(group.queues.values()):>6} {sum(group.double_assigned.values()):>6} "
+            f"{sum(group.orphaned.values()):>6} {group.skew_ratio:>5.2f} "
+            f"{group.idle_clients:>4} {group.rebalances_total:>5}  {' '.join(flags)}")
     lines += ["", title]
     for record in findings:
-        queue = record.get("queue")
-        where = f"{record.get('topic') or ''} {queue[0]}:{queue[1]}" if queue else ""
-        lines.append(f"  {record['status']:<7} {record['kind']:<22} {record['group']:<18} "
-                     f"{where:<22} {','.join(record.get('clients') or [])}")
+        queue = record.queue
+        where = f"{record.topic or ''} {queue[0]}:{queue[1]}" if queue else ""
+        lines.append(f"  {record.status:<7} {record.kind:<22} {record.group:<18} "
+                     f"{where:<22} {','.join(record.clients)}")
     return "\n".join(lines)

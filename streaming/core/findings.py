@@ -24,8 +24,9 @@ from itertools import groupby
 from operator import attrgetter
 from typing import NamedTuple
 
+from streaming.core.contract import FindingIdentity, FindingRecord, GroupKey, GroupMetrics
 from streaming.core.state.events import Queue2
-from streaming.core.state.group import GroupState, Member, MemberKey, next_deadline
+from streaming.core.state.group import GroupState, Member, MemberKey
 from streaming.core.state.rerun import claims_of, consensus_clients, consensus_queues, shared_params
 
 KINDS = ("double_assignment", "orphaned_queue", "skew", "idle_client",
@@ -45,8 +46,9 @@ class Finding:
     detail: dict = field(default_factory=dict, compare=False, hash=False)
 
     @property
-    def identity(self) -> tuple:
-        return (self.kind, self.topic, self.queue, self.clients, self.address, self.brokers)
+    def identity(self) -> FindingIdentity:
+        return FindingIdentity(self.kind, self.topic, self.queue, self.clients, self.address,
+                               self.brokers)
 
 
 @dataclass
@@ -214,30 +216,13 @@ def _mismatches(state: GroupState) -> list[Finding]:
     return found
 
 
-def record(identity: tuple, since: int, status: str, group: str, system: str, at: int,
-           detail: dict | None = None) -> dict:
-    """One findings-topic record (docs/architecture.md), from a finding's identity."""
-    kind, topic, queue, clients, address, brokers = identity
-    out = {"status": status, "kind": kind, "group": group, "system": system, "topic": topic,
-           "queue": None if queue is None else list(queue), "clients": list(clients),
-           "since": since, "at": at}
-    if address is not None:
-        out["address"] = address
-    if brokers:
-        out["brokers"] = list(brokers)
-    if detail:
-        out["detail"] = detail
-    return out
-
-
 def diff(before: dict[tuple, int], after: dict[tuple, int], current: dict[tuple, Finding],
-         group: str, system: str, at: int) -> list[dict]:
+         key: GroupKey, at: int) -> list[FindingRecord]:
     """Records for the findings that ended (in before, not after) and started (the reverse).
     A finding that ended and began again in between (a new `since`) yields both."""
-    ended = [record(i, s, "ended", group, system, at)
+    ended = [FindingRecord.of("ended", i, key, s, at)
              for i, s in sorted(before.items(), key=_order) if after.get(i) != s]
-    started = [record(i, s, "started", group, system, at,
-                      current[i].detail if i in current else None)
+    started = [FindingRecord.of("started", i, key, s, at, current[i].detail if i in current else None)
                for i, s in sorted(after.items(), key=_order) if before.get(i) != s]
     return ended + started
 
@@ -273,7 +258,7 @@ def _identity_repr(finding: Finding) -> str:
 
 
 def publish(published: dict[tuple, int], log: list[Transition], open_now: dict[tuple, int],
-            current: dict[tuple, Finding], group: str, system: str, cursor_at: int) -> list[dict]:
+            current: dict[tuple, Finding], key: GroupKey, cursor_at: int) -> list[FindingRecord]:
     """The records that take the findings topic from `published` (open as published so far) to
     `open_now`: first a correction of history already published (the open set at the cursor,
     rebuilt by undoing `log` from `open_now`, diffed against `published`, stamped `cursor_at`),
@@ -286,14 +271,13 @@ def publish(published: dict[tuple, int], log: list[Transition], open_now: dict[t
                 at_cursor.pop(change.identity, None)
             else:
                 at_cursor[change.identity] = change.since
-    out = diff(published, at_cursor, current, group, system, cursor_at) if (
-        at_cursor != published) else []
+    out = diff(published, at_cursor, current, key, cursor_at) if at_cursor != published else []
     for at, changes in groupby(log, key=attrgetter("at")):
-        out += _net(list(changes), group, system, at)
+        out += _net(list(changes), key, at)
     return out
 
 
-def _net(changes: list[Transition], group: str, system: str, at: int) -> list[dict]:
+def _net(changes: list[Transition], key: GroupKey, at: int) -> list[FindingRecord]:
     """One instant's records: what was open before it against what is open after it, so a
     finding that starts and ends within one millisecond (events of one instant applied one by
     one) is no finding."""
@@ -308,9 +292,9 @@ def _net(changes: list[Transition], group: str, system: str, at: int) -> list[di
         since = before[identity]
         after = change.since if change.status == "started" else None
         if since is not None and after != since:
-            out.append(record(identity, since, "ended", group, system, at))
+            out.append(FindingRecord.of("ended", identity, key, since, at))
         if after is not None and after != since:
-            started.append(record(identity, after, "started", group, system, at, change.detail))
+            started.append(FindingRecord.of("started", identity, key, after, at, change.detail))
     return out + started
 
 
@@ -318,29 +302,27 @@ def _order(item: tuple[tuple, int]) -> str:
     return repr(item[0])
 
 
-def snapshot(state: GroupState, result: GroupFindings) -> dict:
-    """The JSON-able metrics snapshot of the group (docs/architecture.md)."""
+def metrics(state: GroupState, result: GroupFindings) -> GroupMetrics:
+    """The group's metrics (docs/metrics.md) from its state and findings."""
     conflicts = [state.since[f.identity] for f in result.findings
                  if f.kind in CONFLICT_KINDS and f.identity in state.since]
     client_queues: dict[str, int] = {}
     for (client_id, _), load in sorted(result.loads.items()):
         client_queues[client_id] = client_queues.get(client_id, 0) + load
-    return {
-        "group": state.group, "system": state.system, "event_time_ms": state.clock,
-        "members": len(state.members), "queues": dict(result.queues),
-        "double_assigned": {t: result.count("double_assignment", t) for t in result.queues},
-        "orphaned": {t: result.count("orphaned_queue", t) for t in result.queues},
-        "conflict_since_ms": min(conflicts) if conflicts else None,
-        "skew_ratio": result.skew_ratio,
-        "idle_clients": result.count("idle_client"),
-        "subscription_inconsistent": min(1, result.count("subscription_inconsistent")),
-        "strategy_inconsistent": min(1, result.count("strategy_inconsistent")),
-        "client_id_collisions": result.count("client_id_collision"),
-        "view_divergent_clients": result.count("view_divergent"),
-        "broker_view_divergent": min(1, result.count("broker_view_divergent")),
-        "allocation_mismatch_clients": result.count("allocation_mismatch"),
-        "rebalances_total": state.rebalances, "queue_moves_total": state.queue_moves,
-        "client_queues": client_queues, "events_total": dict(sorted(state.events_total.items())),
-        "late_events_total": state.late_events, "ignored_events_total": state.ignored_events,
-        "findings": len(result.findings), "next_expiry_ms": next_deadline(state),
-    }
+    return GroupMetrics(
+        system=state.system, group=state.group, event_time_ms=state.clock,
+        members=len(state.members), queues=dict(result.queues),
+        double_assigned={t: result.count("double_assignment", t) for t in result.queues},
+        orphaned={t: result.count("orphaned_queue", t) for t in result.queues},
+        conflict_since_ms=min(conflicts) if conflicts else None,
+        skew_ratio=result.skew_ratio,
+        idle_clients=result.count("idle_client"),
+        subscription_inconsistent=min(1, result.count("subscription_inconsistent")),
+        strategy_inconsistent=min(1, result.count("strategy_inconsistent")),
+        client_id_collisions=result.count("client_id_collision"),
+        view_divergent_clients=result.count("view_divergent"),
+        broker_view_divergent=min(1, result.count("broker_view_divergent")),
+        allocation_mismatch_clients=result.count("allocation_mismatch"),
+        rebalances_total=state.rebalances, queue_moves_total=state.queue_moves,
+        late_events_total=state.late_events, client_queues=client_queues,
+    )

@@ -6,10 +6,10 @@
     ...        {"type": "heartbeat", "ts": 1_700_000_000_000, "group": "g", "client_id": c,
     ...         "topics": ["T"], "strategy": "AVG"} for c in ("c1", "c2")]
     >>> out = step(None, [(parse_event(r)[0], i) for i, r in enumerate(raw)])
-    >>> out.snapshot["client_queues"], out.snapshot["skew_ratio"], out.changes
+    >>> out.metrics.client_queues, out.metrics.skew_ratio, out.findings
     ({'c1': 2, 'c2': 1}, 1.0, [])
     >>> gone = step(out.blob, [], watermark_ms=1_700_000_000_000 + 10 * 60_000)
-    >>> gone.blob is None, gone.snapshot
+    >>> gone.blob is None, gone.metrics
     (True, None)
 
 Determinism: events are applied one at a time in (ts, offset) order, and the allocation is re-run
@@ -48,9 +48,8 @@ corrections.
     >>> raw = raw[:3] + [{**raw[2], "ts": raw[2]["ts"] + t, **extra}
     ...                  for t, extra in ((1_000, {"view": view}), (2_000, {}))]
     >>> out = step(None, [(parse_event(r)[0], i) for i, r in enumerate(raw)])
-    >>> doubled = [r for r in out.changes if r["kind"] == "double_assignment"]
-    >>> [(r["status"], r["queue"][1], r["since"] % 10_000, r["at"] % 10_000)
-    ...  for r in doubled]   # doctest: +NORMALIZE_WHITESPACE
+    >>> doubled = [r for r in out.findings if r.kind == "double_assignment"]
+    >>> [(r.status, r.queue[1], r.since % 10_000, r.at % 10_000) for r in doubled]   # doctest: +NORMALIZE_WHITESPACE
     [('started', 0, 1000, 1000), ('started', 1, 1000, 1000),
      ('ended', 0, 1000, 2000), ('ended', 1, 1000, 2000)]
 """
@@ -63,6 +62,7 @@ from itertools import repeat
 from typing import NamedTuple
 
 from streaming.core import findings as fnd
+from streaming.core.contract import GroupKey, GroupMetrics, StepOutput
 from streaming.core.state.codec import Stored, StoredBody, decode, decode_body, encode, render_state
 from streaming.core.state.events import Event
 from streaming.core.state.group import (
@@ -71,6 +71,7 @@ from streaming.core.state.group import (
     apply_event,
     expire_next,
     forget_tombstones,
+    next_deadline,
 )
 from streaming.core.state.rerun import claims_of, rerun
 
@@ -85,20 +86,13 @@ class StepConfig:
         return self.kafka_session_timeout_ms if system == "kafka" else self.session_timeout_ms
 
 
-@dataclass(frozen=True)
-class StepOutput:
-    blob: bytes | None
-    snapshot: dict | None
-    changes: list[dict]
-
-
 def step(blob: bytes | None, events: Sequence[tuple[Event, int]], *,
          watermark_ms: int | None = None, config: StepConfig = StepConfig()) -> StepOutput:
     """Decode (None = new group), apply, find, publish the transitions since the last step,
     encode."""
     if blob is None:
         if not events:
-            return StepOutput(None, None, [])
+            return StepOutput(None, None, [], None)
         first, _ = min(events, key=_order)
         state = GroupState(first.group, first.system, config.timeout_for(first.system))
         stored, following = Stored(state, [], -(2**62), {}, -(2**62)), None
@@ -127,26 +121,28 @@ def _conclude(view: GroupState, published: dict, cursor: tuple[int, int],
     now = view.now
     open_now = {f.identity: view.since.get(f.identity, now) for f in current.findings}
     by_identity = {f.identity: f for f in current.findings}
-    changes = fnd.publish(published, view.log, open_now, by_identity, view.group,
-                          view.system, cursor[0])
+    key = GroupKey(view.system, view.group)
+    changes = fnd.publish(published, view.log, open_now, by_identity, key, cursor[0])
     if not view.members and now > view.clock + view.session_timeout_ms:
-        changes += fnd.diff(open_now, {}, {}, view.group, view.system, now)
-        return StepOutput(None, None, changes)
+        changes += fnd.diff(open_now, {}, {}, key, now)
+        return StepOutput(None, None, changes, None)
     reached = max(cursor, (now, -1), *((e.ts, o) for e, o in kept.pending[-1:]))
     kept.published, (kept.now, kept.now_offset) = open_now, reached
     # With no event inside the window, the view is the settled state plus expiry: the next step
     # gets it as cheaply by replaying nothing, so it is not stored twice.
     kept.view = view if kept.pending or kept.pending_raw else None
-    return StepOutput(encode(kept), fnd.snapshot(view, current), changes)
+    # Spark wakes the group at its next expiry (of a member, a broker's entry, or the group
+    # itself), so a group that goes quiet still expires, and its series go, in event time.
+    return StepOutput(encode(kept), fnd.metrics(view, current), changes, next_deadline(view))
 
 
-def snapshot_of(blob: bytes) -> dict:
-    """The group's snapshot from its blob alone (rebuilds /metrics after a restart)."""
+def metrics_of(blob: bytes) -> GroupMetrics:
+    """The group's metrics from its blob alone (rebuilds /metrics after a restart)."""
     stored = decode(blob)
     view = stored.settled
     view.claims_cache = claims_of(view)
     _replay(view, stored.pending, stored.now)
-    return fnd.snapshot(view, findings_of(view))
+    return fnd.metrics(view, findings_of(view))
 
 
 def _order(item: tuple[Event, int]) -> tuple[int, int]:

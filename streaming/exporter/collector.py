@@ -7,7 +7,7 @@ the caller passes a registry in.
     store = SnapshotStore()
     registry = CollectorRegistry()
     registry.register(RebalanceCollector(store))
-    store.replace_group("cg-orders", snapshot)      # from the streaming job's foreachBatch
+    store.replace_group(metrics)       # a GroupMetrics, from the streaming job's foreachBatch
 """
 
 from __future__ import annotations
@@ -15,45 +15,60 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from streaming.core.contract import FindingRecord, GroupKey, GroupMetrics
+
 GROUP_LABELS = ["system", "group"]
 
-# snapshot key -> (metric name, help). Each is one gauge per group.
-GROUP_GAUGES = {
-    "members": ("rebalance_group_members", "Live members (processes) of the group."),
-    "skew_ratio": ("rebalance_skew_ratio", "Max client load / ceil(queues / clients); 1.0 is even."),
-    "idle_clients": ("rebalance_idle_clients", "Clients with no queue while another has 2 or more."),
-    "subscription_inconsistent": (
-        "rebalance_subscription_inconsistent", "1 when the group's clients subscribe to different topic sets."),
-    "strategy_inconsistent": (
-        "rebalance_strategy_inconsistent", "1 when the group's clients use different strategies or params."),
-    "client_id_collisions": (
-        "rebalance_client_id_collisions", "Client ids used by two or more processes (addresses)."),
-    "view_divergent_clients": (
-        "rebalance_view_divergent_clients", "Clients whose view (queues, client list) differs from the consensus."),
-    "broker_view_divergent": (
-        "rebalance_broker_view_divergent", "1 when brokers hold different member lists for the group."),
-    "allocation_mismatch_clients": (
-        "rebalance_allocation_mismatch_clients", "Clients whose reported queues differ from the re-run."),
-}
+# (metric name, help, value of a GroupMetrics). Each is one gauge per group.
+GROUP_GAUGES = (
+    ("rebalance_group_members", "Live members (processes) of the group.", attrgetter("members")),
+    ("rebalance_skew_ratio", "Max client load / ceil(queues / clients); 1.0 is even.",
+     attrgetter("skew_ratio")),
+    ("rebalance_idle_clients", "Clients with no queue while another has 2 or more.",
+     attrgetter("idle_clients")),
+    ("rebalance_subscription_inconsistent",
+     "1 when the group's clients subscribe to different topic sets.",
+     attrgetter("subscription_inconsistent")),
+    ("rebalance_strategy_inconsistent",
+     "1 when the group's clients use different strategies or params.",
+     attrgetter("strategy_inconsistent")),
+    ("rebalance_client_id_collisions", "Client ids used by two or more processes (addresses).",
+     attrgetter("client_id_collisions")),
+    ("rebalance_view_divergent_clients",
+     "Clients whose view (queues, client list) differs from the consensus.",
+     attrgetter("view_divergent_clients")),
+    ("rebalance_broker_view_divergent", "1 when brokers hold different member lists for the group.",
+     attrgetter("broker_view_divergent")),
+    ("rebalance_allocation_mismatch_clients",
+     "Clients whose reported queues differ from the re-run.",
+     attrgetter("allocation_mismatch_clients")),
+)
 
-# snapshot key -> (metric name, help). One gauge per group and topic.
-TOPIC_GAUGES = {
-    "queues": ("rebalance_group_queues", "Readable queues (partitions) of the topic in the current route."),
-    "double_assigned": (
-        "rebalance_double_assigned_queues", "Queues claimed by two or more live clients (double consumption)."),
-    "orphaned": ("rebalance_orphaned_queues", "Queues of the current route that no live client claims."),
-}
+# (metric name, help, topic -> value of a GroupMetrics). One gauge per group and topic.
+TOPIC_GAUGES = (
+    ("rebalance_group_queues", "Readable queues (partitions) of the topic in the current route.",
+     attrgetter("queues")),
+    ("rebalance_double_assigned_queues",
+     "Queues claimed by two or more live clients (double consumption).",
+     attrgetter("double_assigned")),
+    ("rebalance_orphaned_queues", "Queues of the current route that no live client claims.",
+     attrgetter("orphaned")),
+)
 
-GROUP_COUNTERS = {
-    "rebalances_total": ("rebalance_rebalances", "Times the group's allocation changed."),
-    "queue_moves_total": ("rebalance_queue_moves", "Queue ownership transfers."),
-}
+GROUP_COUNTERS = (
+    ("rebalance_rebalances", "Times the group's allocation changed.", attrgetter("rebalances_total")),
+    ("rebalance_queue_moves", "Queue ownership transfers.", attrgetter("queue_moves_total")),
+    ("rebalance_late_events",
+     "Events that came behind the group's reorder window and were merged (the newer fact won).",
+     attrgetter("late_events_total")),
+)
 
 
 @dataclass
@@ -76,43 +91,42 @@ class ClientSeriesPolicy:
 
 
 class SnapshotStore:
-    """Thread-safe latest snapshot per (system, group), plus job health. Written by the job's
+    """Thread-safe latest metrics per (system, group), plus job health. Written by the job's
     foreachBatch on the driver, read by the scrape thread."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._groups: dict[tuple[str, str], dict] = {}
+        self._groups: dict[GroupKey, GroupMetrics] = {}
         self._health = JobHealth()
-        self._recent_findings: deque[dict] = deque(maxlen=200)
+        self._recent_findings: deque[FindingRecord] = deque(maxlen=200)
 
-    def replace_group(self, snapshot: Mapping) -> None:
-        key = (snapshot.get("system", "rocketmq"), snapshot["group"])
+    def replace_group(self, metrics: GroupMetrics) -> None:
         with self._lock:
-            self._groups[key] = dict(snapshot)
+            self._groups[metrics.key] = metrics
 
-    def remove_group(self, system: str, group: str) -> None:
+    def remove_group(self, key: GroupKey) -> None:
         with self._lock:
-            self._groups.pop((system, group), None)
+            self._groups.pop(key, None)
 
     def update_health(self, **changes) -> None:
         """Change some JobHealth fields; the sink and the progress listener each own theirs."""
         with self._lock:
             self._health = replace(self._health, **changes)
 
-    def record_finding(self, change: Mapping) -> None:
+    def record_finding(self, record: FindingRecord) -> None:
         """Keep the latest finding records (started / ended) for live views such as the demo."""
         with self._lock:
-            self._recent_findings.append(dict(change))
+            self._recent_findings.append(record)
 
-    def recent_findings(self, limit: int = 20) -> list[dict]:
+    def recent_findings(self, limit: int = 20) -> list[FindingRecord]:
         with self._lock:
             return list(self._recent_findings)[-limit:]
 
-    def group(self, system: str, group: str) -> dict | None:
+    def group(self, key: GroupKey) -> GroupMetrics | None:
         with self._lock:
-            return self._groups.get((system, group))
+            return self._groups.get(key)
 
-    def groups(self) -> list[dict]:
+    def groups(self) -> list[GroupMetrics]:
         with self._lock:
             return [self._groups[k] for k in sorted(self._groups)]
 
@@ -141,41 +155,41 @@ class RebalanceCollector(Collector):
         (`/metrics?name[]=rebalance_double_assigned_queues`) with just those."""
         return list(RebalanceCollector(SnapshotStore(), self._clients, self._clock).collect())
 
-    def _group_metrics(self, groups: list[dict], health: JobHealth) -> Iterator[Metric]:
-        for key, (name, doc) in GROUP_GAUGES.items():
+    def _group_metrics(self, groups: list[GroupMetrics], health: JobHealth) -> Iterator[Metric]:
+        for name, doc, value_of in GROUP_GAUGES:
             family = GaugeMetricFamily(name, doc, labels=GROUP_LABELS)
-            for snap in groups:
-                family.add_metric(_group_labels(snap), float(snap.get(key) or 0))
+            for group in groups:
+                family.add_metric(list(group.key), float(value_of(group)))
             yield family
-        for key, (name, doc) in TOPIC_GAUGES.items():
+        for name, doc, values_of in TOPIC_GAUGES:
             family = GaugeMetricFamily(name, doc, labels=GROUP_LABELS + ["topic"])
-            for snap in groups:
-                for topic, value in sorted((snap.get(key) or {}).items()):
-                    family.add_metric(_group_labels(snap) + [topic], float(value))
+            for group in groups:
+                for topic, value in sorted(values_of(group).items()):
+                    family.add_metric([*group.key, topic], float(value))
             yield family
-        for key, (name, doc) in GROUP_COUNTERS.items():
+        for name, doc, value_of in GROUP_COUNTERS:
             family = CounterMetricFamily(name, doc, labels=GROUP_LABELS)
-            for snap in groups:
-                family.add_metric(_group_labels(snap), float(snap.get(key) or 0))
+            for group in groups:
+                family.add_metric(list(group.key), float(value_of(group)))
             yield family
         yield _conflict_age(groups, health)
         if self._clients.enabled:
             yield self._client_queues(groups)
 
-    def _client_queues(self, groups: list[dict]) -> Metric:
+    def _client_queues(self, groups: list[GroupMetrics]) -> Metric:
         family = GaugeMetricFamily(
             "rebalance_client_queues", "Queues the monitor's re-run gives this client.",
             labels=GROUP_LABELS + ["client"])
-        for snap in groups:
-            loads = sorted((snap.get("client_queues") or {}).items())
+        for group in groups:
+            loads = sorted(group.client_queues.items())
             # Keep the most loaded clients when capping: they are the ones an operator looks for.
             if len(loads) > self._clients.max_per_group:
                 loads = sorted(loads, key=lambda kv: (-kv[1], kv[0]))[: self._clients.max_per_group]
             for client, value in loads:
-                family.add_metric(_group_labels(snap) + [client], float(value))
+                family.add_metric([*group.key, client], float(value))
         return family
 
-    def _health_metrics(self, groups: list[dict], health: JobHealth) -> Iterator[Metric]:
+    def _health_metrics(self, groups: list[GroupMetrics], health: JobHealth) -> Iterator[Metric]:
         events = CounterMetricFamily(
             "rebalance_monitor_events", "Valid events applied, by type.", labels=["type"])
         for event_type, count in sorted(health.events_total.items()):
@@ -201,20 +215,16 @@ class RebalanceCollector(Collector):
         yield GaugeMetricFamily("rebalance_monitor_groups", "Groups tracked.", value=len(groups))
 
 
-def _group_labels(snap: Mapping) -> list[str]:
-    return [snap.get("system", "rocketmq"), snap["group"]]
-
-
-def _conflict_age(groups: list[dict], health: JobHealth) -> Metric:
+def _conflict_age(groups: list[GroupMetrics], health: JobHealth) -> Metric:
     # Age is measured on the job's event-time clock (the newest event time it has seen), so a
     # replay or a simulated fleet gives the same ages as the live run did.
     family = GaugeMetricFamily(
         "rebalance_conflict_age_seconds",
         "Event time since the oldest current double assignment or orphan began (0 when none).",
         labels=GROUP_LABELS)
-    for snap in groups:
-        since = snap.get("conflict_since_ms")
-        now_ms = max(health.max_event_time_ms, snap.get("event_time_ms") or 0)
+    for group in groups:
+        since = group.conflict_since_ms
+        now_ms = max(health.max_event_time_ms, group.event_time_ms)
         age = 0.0 if since is None else max(0.0, (now_ms - since) / 1000.0)
-        family.add_metric(_group_labels(snap), age)
+        family.add_metric(list(group.key), age)
     return family

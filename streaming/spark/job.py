@@ -8,7 +8,7 @@ Usage:
         streaming/spark/job.py run --bootstrap-servers ... (the same arguments)
 
 One source, one stateful transformation, one foreachBatch sink:
-    read_event_stream -> route_events -> groupBy(state_key).applyInPandasWithState -> BatchSink
+    read_event_stream -> route_events -> groupBy(system, group).applyInPandasWithState -> BatchSink
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from pyspark.sql.streaming.state import GroupStateTimeout
 
-from streaming.core.step import snapshot_of
+from streaming.core.step import metrics_of
 from streaming.delivery import DeliveryStats, Outbox, RetryPolicy
 from streaming.exporter import (
     ClientSeriesPolicy,
@@ -40,6 +40,7 @@ from streaming.exporter import (
 from streaming.exporter.health import DeliveryCollector, RestartCounter, SourceCollector
 from streaming.spark import kafka_client
 from streaming.spark.checkpoint_files import HadoopTextFile, checkpoint_child, hadoop_path_exists
+from streaming.spark.checkpoint_layout import CheckpointLayoutError, check_layout, layout_path
 from streaming.spark.config import JobConfig, config_from_args
 from streaming.spark.config import add_arguments as add_config_arguments
 from streaming.spark.parse import route_events
@@ -97,7 +98,7 @@ def restore_snapshots(spark: SparkSession, checkpoint: str, store: SnapshotStore
     for row in rows:
         blob = row["value"]["groupState"]["blob"]
         if blob is not None:
-            store.replace_group(snapshot_of(bytes(blob)))
+            store.replace_group(metrics_of(bytes(blob)))
             restored += 1
     return restored
 
@@ -110,7 +111,7 @@ def start_query(spark: SparkSession, config: JobConfig, sink, state_function=Non
     records = read_event_stream(spark, source_config(config))
     routed = route_events(records, config.max_event_bytes).withWatermark(
         "event_time", config.watermark_delay)
-    outputs = routed.groupBy("state_key").applyInPandasWithState(
+    outputs = routed.groupBy("system", "group").applyInPandasWithState(
         state_function, OUTPUT_SCHEMA, STATE_SCHEMA, "update", GroupStateTimeout.EventTimeTimeout)
     return (outputs.writeStream.queryName(QUERY_NAME)
             .option("checkpointLocation", config.checkpoint)
@@ -181,7 +182,12 @@ class Monitor:
         self._sink: BatchSink | None = None
 
     def start(self) -> None:
-        restored = restore_snapshots(self.spark, self.config.checkpoint, self.store)
+        """Raises CheckpointLayoutError, before serving anything, on a checkpoint of another
+        state layout."""
+        checkpoint = self.config.checkpoint
+        check_layout(HadoopTextFile(self.spark, layout_path(checkpoint)), checkpoint,
+                     has_progress=hadoop_path_exists(self.spark, checkpoint_child(checkpoint, "offsets")))
+        restored = restore_snapshots(self.spark, checkpoint, self.store)
         counters = HadoopTextFile(self.spark, counters_path(self.config.checkpoint))
         self._sink = BatchSink(self.store, counters, make_outbox(self.config, self.delivery),
                                self.config.findings_topic, self.config.dead_letter_topic)
@@ -246,7 +252,11 @@ def main(args: argparse.Namespace) -> int:
     monitor = Monitor(config, spark)
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
-    monitor.start()
+    try:
+        monitor.start()
+    except CheckpointLayoutError as error:
+        log.error("%s", error)
+        return 2
     try:
         monitor.run_until(stopping)
     except KeyboardInterrupt:

@@ -1,7 +1,8 @@
 """Routing of raw Kafka records to the per-group state, in the JVM (no Python UDF on the hot path).
 
 Only the envelope is read here, with an explicit schema: the fields that decide which group's
-state a record belongs to and its event time. The full contract is checked by the core
+state a record belongs to (its system and group: a Kafka group and a RocketMQ group of the same
+name are two states) and its event time. The full contract is checked by the core
 (`streaming.core.state.events.parse_event`) inside the state function, so one validator decides
 what is valid. Records that cannot be routed (not JSON, no group, oversized) go to one reserved
 key; the state function turns them into dead letters with a reason.
@@ -15,9 +16,12 @@ from pyspark.sql import types as T
 
 # No real group can be named this: the contract rejects control characters in names.
 UNROUTABLE_KEY = "\u0000unroutable"
+# What the contract assumes when an event names no system (docs/events.md).
+DEFAULT_SYSTEM = "rocketmq"
 
 ENVELOPE_SCHEMA = T.StructType([
     T.StructField("type", T.StringType()),
+    T.StructField("system", T.StringType()),
     T.StructField("ts", T.StringType()),     # epoch ms or ISO-8601; numbers arrive as their text
     T.StructField("group", T.StringType()),
     T.StructField("groups", T.ArrayType(T.StringType())),
@@ -29,7 +33,8 @@ WATERMARK_TRUST_WINDOW_MS = 24 * 3600 * 1000
 
 
 def route_events(records: DataFrame, max_event_bytes: int) -> DataFrame:
-    """key/value/topic/partition/offset/timestamp -> state_key, event_time, offset, value."""
+    """key/value/topic/partition/offset/timestamp -> system, group, event_time, offset, value.
+    Unroutable records get UNROUTABLE_KEY as both system and group."""
     envelope = F.from_json(F.col("value").cast("string"), ENVELOPE_SCHEMA)
     enriched = records.select(
         F.col("value"), F.col("offset"), F.col("timestamp").alias("kafka_ts"),
@@ -43,12 +48,17 @@ def route_events(records: DataFrame, max_event_bytes: int) -> DataFrame:
     targets = F.when(~routable, F.array(F.lit(UNROUTABLE_KEY))).when(
         F.col("env.groups").isNotNull() & (F.size(F.col("env.groups")) > 0), F.col("env.groups")
     ).otherwise(F.array(F.col("env.group")))
+    system = F.when(~routable, F.lit(UNROUTABLE_KEY)).otherwise(
+        F.coalesce(F.col("env.system"), F.lit(DEFAULT_SYSTEM)))
     return enriched.select(
-        F.explode(F.array_distinct(targets)).alias("state_key"),
+        system.alias("system"),
+        F.explode(F.array_distinct(targets)).alias("group"),
         _watermark_time(F.col("env.ts"), F.col("kafka_ts")).alias("event_time"),
         F.col("offset"),
         F.col("value"),
-    ).select(F.coalesce(F.col("state_key"), F.lit(UNROUTABLE_KEY)).alias("state_key"),
+    ).select(F.when(F.col("group").isNull(), F.lit(UNROUTABLE_KEY)).otherwise(F.col("system"))
+             .alias("system"),
+             F.coalesce(F.col("group"), F.lit(UNROUTABLE_KEY)).alias("group"),
              "event_time", "offset", "value")
 
 

@@ -19,10 +19,11 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+from streaming.core.contract import FindingRecord, GroupKey, GroupMetrics
 from streaming.delivery import Delivery, Outbox, Record
 from streaming.exporter import SnapshotStore
 from streaming.spark.checkpoint_files import TextFile, checkpoint_child
-from streaming.spark.state_function import COUNTS, DEAD_LETTER, FINDING, REMOVED, SNAPSHOT
+from streaming.spark.state_function import COUNTS, DEAD_LETTER, FINDING, METRICS, REMOVED
 
 log = logging.getLogger(__name__)
 
@@ -95,24 +96,23 @@ class BatchSink:
             self._counters.save(self._counters_file)
 
     def _apply_row(self, row, count: bool) -> None:
-        kind, key = row["kind"], row["state_key"]
-        payload = bytes(row["payload"]) if row["payload"] is not None else b""
-        if kind == SNAPSHOT:
-            snapshot = json.loads(payload)
-            self._store.replace_group(snapshot)
+        kind, key = row.kind, GroupKey(row.system, row.group)
+        payload = bytes(row.payload) if row.payload is not None else b""
+        if kind == METRICS:
+            metrics = GroupMetrics.from_json(payload)
+            self._store.replace_group(metrics)
             self._counters.max_event_time_ms = max(self._counters.max_event_time_ms,
-                                                   int(snapshot.get("event_time_ms") or 0))
+                                                   metrics.event_time_ms)
         elif kind == REMOVED:
-            for system in ("rocketmq", "kafka"):
-                self._store.remove_group(system, key)
+            self._store.remove_group(key)
         elif kind == FINDING:
-            self._store.record_finding(json.loads(payload))
+            self._store.record_finding(FindingRecord.from_json(payload))
             if count:
-                self._send(Record(self._findings_topic, payload, key.encode()))
+                self._send(Record(self._findings_topic, payload, key.group.encode()))
         elif not count:
             return
         elif kind == DEAD_LETTER:
-            reason = (REASON_HEADER, (row["reason"] or "").encode())
+            reason = (REASON_HEADER, (row.reason or "").encode())
             self._send(Record(self._dead_letter_topic, payload, headers=(reason,), cuttable=True))
         elif kind == COUNTS:
             counts = json.loads(payload)

@@ -1,8 +1,10 @@
 """The applyInPandasWithState wrapper: a few lines around the pure `streaming.core.step.step`.
 
-Per group and micro-batch it decodes the events, runs one step, and emits rows for the driver:
-a snapshot (or "removed"), the findings that started or ended, dead letters, and counts. The
-state is one binary blob owned by the core (Spark's Python state crashes on array/map fields).
+Per group, (system, group), and micro-batch it decodes the events, runs one step, and emits
+rows for the driver: the group's metrics (or "removed"), the findings that started or ended,
+dead letters, and counts. Each payload is the contract's own serialisation
+(streaming.core.contract), read back by the sink. The state is one binary blob owned by the core
+(Spark's Python state crashes on array/map fields).
 """
 
 from __future__ import annotations
@@ -14,18 +16,20 @@ from collections.abc import Iterator
 
 import pandas as pd
 
+from streaming.core.contract import GroupKey, StepOutput
 from streaming.core.state.events import EventParser, Invalid
-from streaming.core.step import StepConfig, StepOutput, step
+from streaming.core.step import StepConfig, step
 from streaming.spark.parse import UNROUTABLE_KEY
 
 STATE_SCHEMA = "blob binary"
-OUTPUT_SCHEMA = "state_key string, kind string, reason string, payload binary"
+OUTPUT_SCHEMA = "system string, group string, kind string, reason string, payload binary"
+OUTPUT_COLUMNS = ["system", "group", "kind", "reason", "payload"]
 
 # One per Python worker process: workers are reused across tasks and micro-batches, so a client's
 # repeated heartbeat is fully parsed once per worker.
 _PARSER = EventParser()
 
-SNAPSHOT, REMOVED, FINDING, DEAD_LETTER, COUNTS = "snapshot", "removed", "finding", "dead_letter", "counts"
+METRICS, REMOVED, FINDING, DEAD_LETTER, COUNTS = "metrics", "removed", "finding", "dead_letter", "counts"
 
 # Collector thresholds for the Python worker (see _tune_worker_gc).
 WORKER_GC_THRESHOLDS = (50_000, 20, 10)
@@ -34,16 +38,16 @@ WORKER_GC_THRESHOLDS = (50_000, 20, 10)
 def make_state_function(config: StepConfig, max_event_bytes: int = 1 << 20):
     def apply_group(key, batches: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
         _tune_worker_gc()
-        state_key = key[0]
+        group_key = GroupKey(*key)
         if state.hasTimedOut:
-            yield _frame(state_key, _advance(state_key, state, [], config))
+            yield _frame(_advance(group_key, state, [], config))
             return
-        events, dead, counts = _decode(state_key, batches, max_event_bytes)
-        rows = [(state_key, DEAD_LETTER, reason, raw) for raw, reason in dead]
-        if state_key != UNROUTABLE_KEY and events:
-            rows.extend(_advance(state_key, state, events, config))
-        rows.append((state_key, COUNTS, None, json.dumps(counts).encode()))
-        yield _frame(state_key, rows)
+        events, dead, counts = _decode(group_key, batches, max_event_bytes)
+        rows = [(*group_key, DEAD_LETTER, reason, raw) for raw, reason in dead]
+        if group_key.group != UNROUTABLE_KEY and events:
+            rows.extend(_advance(group_key, state, events, config))
+        rows.append((*group_key, COUNTS, None, json.dumps(counts).encode()))
+        yield _frame(rows)
 
     return apply_group
 
@@ -60,15 +64,15 @@ def _tune_worker_gc() -> None:
         gc.set_threshold(*WORKER_GC_THRESHOLDS)
 
 
-def _advance(state_key: str, state, events: list, config: StepConfig) -> list[tuple]:
+def _advance(key: GroupKey, state, events: list, config: StepConfig) -> list[tuple]:
     """One core step from the stored blob (none for a new group); store it; its output rows."""
     blob = state.get[0] if state.exists else None
     output = step(blob, events, watermark_ms=_watermark(state), config=config)
-    _store(state, output, config)
-    return _step_rows(state_key, output)
+    _store(state, output)
+    return _step_rows(key, output)
 
 
-def _decode(state_key: str, batches: Iterator[pd.DataFrame], max_event_bytes: int):
+def _decode(key: GroupKey, batches: Iterator[pd.DataFrame], max_event_bytes: int):
     """Raw values -> (event, offset) for this key, dead letters with a reason, and counts."""
     events, dead = [], []
     valid, invalid = Counter(), Counter()
@@ -80,45 +84,37 @@ def _decode(state_key: str, batches: Iterator[pd.DataFrame], max_event_bytes: in
                 dead.append((raw, parsed.reason))
                 invalid[parsed.reason] += 1
                 continue
-            if state_key == UNROUTABLE_KEY:
-                # Valid to Python's json but not to Spark's envelope parser (e.g. NaN): keep it.
+            if key.group == UNROUTABLE_KEY or parsed[0].system != key.system:
+                # Valid to Python's json but not to Spark's envelope parser (e.g. NaN), or a
+                # system the two parsers read differently: keep it.
                 dead.append((raw, "unroutable"))
                 invalid["unroutable"] += 1
                 continue
             # A route naming several groups was fanned out by the router: keep this key's copy.
             for event in parsed:
-                if event.group == state_key:
+                if event.group == key.group:
                     events.append((event, int(offset)))
                     valid[event.type] += 1
     return events, dead, {"events": dict(valid), "invalid": dict(invalid)}
 
 
-def _step_rows(state_key: str, output: StepOutput) -> list[tuple]:
-    rows = [(state_key, FINDING, None, json.dumps(change).encode()) for change in output.changes]
-    if output.snapshot is not None:
-        rows.append((state_key, SNAPSHOT, None, json.dumps(output.snapshot).encode()))
+def _step_rows(key: GroupKey, output: StepOutput) -> list[tuple]:
+    rows = [(*key, FINDING, None, record.to_json()) for record in output.findings]
+    if output.metrics is not None:
+        rows.append((*key, METRICS, None, output.metrics.to_json()))
     elif output.blob is None:
-        rows.append((state_key, REMOVED, None, b"{}"))
+        rows.append((*key, REMOVED, None, b""))
     return rows
 
 
-def _store(state, output: StepOutput, config: StepConfig) -> None:
+def _store(state, output: StepOutput) -> None:
     if output.blob is None:
         if state.exists:
             state.remove()
         return
     state.update((output.blob,))
-    state.setTimeoutTimestamp(_next_timeout_ms(state, output, config))
-
-
-def _next_timeout_ms(state, output: StepOutput, config: StepConfig) -> int:
-    # Wake the group when the watermark passes its next member expiry, so a group that goes
-    # quiet still expires (and its series disappear) in event time.
-    snapshot = output.snapshot or {}
-    deadline = snapshot.get("next_expiry_ms")
-    if deadline is None:
-        deadline = int(snapshot.get("event_time_ms") or 0) + config.session_timeout_ms
-    return max(int(deadline), (_watermark(state) or 0) + 1)
+    # Spark wakes the group once the watermark passes the timeout, which must lie after it.
+    state.setTimeoutTimestamp(max(output.next_timeout_ms, (_watermark(state) or 0) + 1))
 
 
 def _watermark(state) -> int | None:
@@ -126,5 +122,5 @@ def _watermark(state) -> int | None:
     return watermark if watermark and watermark > 0 else None
 
 
-def _frame(state_key: str, rows: list[tuple]) -> pd.DataFrame:
-    return pd.DataFrame(rows, columns=["state_key", "kind", "reason", "payload"])
+def _frame(rows: list[tuple]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=OUTPUT_COLUMNS)

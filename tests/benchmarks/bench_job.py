@@ -31,6 +31,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from producers.simulator.cli import RateLimit, produce
 from producers.simulator.scenarios import Steady
+from streaming.core.contract import GroupKey
 from tests.benchmarks.machine import describe_machine, start_broker
 from tests.integration.monitor_harness import Scrape
 
@@ -104,8 +105,8 @@ POLL_S = 0.25
 def _wait_store(store, group: str, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        snapshot = store.group("rocketmq", group)
-        if snapshot and any((snapshot.get("double_assigned") or {}).values()):
+        metrics = store.group(GroupKey("rocketmq", group))
+        if metrics and any(metrics.double_assigned.values()):
             return
         time.sleep(0.01)
     raise TimeoutError(f"{group}: no double assignment in the job's store in time")
@@ -198,8 +199,8 @@ def operator_floor(spark, config, checkpoint: Path, expected: int) -> float:
         rows = sum(len(frame) for frame in frames)
         state.update((bytes(2048),))
         state.setTimeoutTimestamp(max(state.getCurrentWatermarkMs(), 0) + 3_600_000)
-        yield pd.DataFrame({"state_key": [key[0]], "kind": ["counts"], "reason": [None],
-                            "payload": [str(rows).encode()]})
+        yield pd.DataFrame({"system": [key[0]], "group": [key[1]], "kind": ["counts"],
+                            "reason": [None], "payload": [str(rows).encode()]})
 
     query = start_query(spark, dataclasses.replace(config, checkpoint=str(checkpoint)),
                         lambda frame, _: frame.collect(), state_function=empty)

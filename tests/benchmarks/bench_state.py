@@ -73,14 +73,14 @@ def changes(count: int, clients: int) -> list[dict]:
     return out
 
 
-def bench_step(blob: bytes, raws: list[dict], config: StepConfig) -> tuple[list, bytes, dict]:
+def bench_step(blob: bytes, raws: list[dict], config: StepConfig) -> tuple[list, bytes, object]:
     times, out = [], None
     for offset, raw in enumerate(raws):
         start = time.perf_counter()
         out = step(blob, [(one(raw), offset)], config=config)
         times.append(time.perf_counter() - start)
         blob = out.blob
-    return times, blob, out.snapshot
+    return times, blob, out.metrics
 
 
 def bench_core(blob: bytes, raws: list[dict]) -> list[float]:
@@ -117,7 +117,7 @@ def main() -> None:
     print(f"group: {args.clients} clients, {len(TOPICS)} topics x 1,000 queues, AVG")
     blob = build_blob(args.clients)
     raws = changes(args.changes, args.clients)
-    step_times, last_blob, snapshot = bench_step(blob, raws, CONFIG)
+    step_times, last_blob, metrics = bench_step(blob, raws, CONFIG)
     no_window = StepConfig(session_timeout_ms=CONFIG.session_timeout_ms, reorder_window_ms=0)
     step_times_no_window, _, _ = bench_step(blob, raws, no_window)
     idle_times, _, _ = bench_step(last_blob, [heartbeat("c0000", T0 + (args.changes + 1)
@@ -137,9 +137,9 @@ def main() -> None:
           f"{statistics.mean(idle_times) * 1e3:.1f} ms (decode + encode dominate)")
     print(f"core per change (apply + re-run + findings, no codec): mean {core_mean * 1e3:.1f} ms")
     print(f"state blob: {len(blob)} bytes before, {len(last_blob)} bytes after the changes")
-    print(f"snapshot after: members={snapshot['members']} skew_ratio={snapshot['skew_ratio']} "
-          f"rebalances_total={snapshot['rebalances_total']} "
-          f"queue_moves_total={snapshot['queue_moves_total']}")
+    print(f"metrics after: members={metrics.members} skew_ratio={metrics.skew_ratio} "
+          f"rebalances_total={metrics.rebalances_total} "
+          f"queue_moves_total={metrics.queue_moves_total}")
     print(f"baseline (naive per-client allocate, sorting per call): {naive_s:.2f} s for "
           f"{args.baseline_sample} clients, extrapolated x{total / args.baseline_sample:.0f} "
           f"to {total} clients = {naive_full:.1f} s per re-run")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import shutil
 import signal
 import uuid
 from collections import Counter
@@ -183,6 +184,25 @@ def test_restart_on_a_finished_checkpoint_shows_every_group_before_any_new_event
     # checkpoint (snapshots from the state store, counters from the counters file).
     assert comparable_series(first) == result.series
     assert first.groups() == {"crash-group", "collide-group", "skew-group"}
+
+
+def test_a_checkpoint_of_the_previous_state_layout_is_refused_with_what_to_do(
+        kafka_bootstrap, workload, reference, tmp_path):
+    """Layout 1 (state keyed by group name only) wrote no layout marker. Its checkpoint is
+    refused before anything runs on it, with what to do, never silently misread."""
+    _, checkpoint, _ = reference
+    old = tmp_path / "checkpoint"
+    shutil.copytree(checkpoint, old)
+    (old / "monitor" / "state-layout.json").unlink()
+    before = sorted(p.relative_to(old) for p in old.rglob("*"))
+    with job(kafka_bootstrap, workload, old, "refused") as process:
+        code = process.process.wait(120)
+    log = process.log_path.read_text()
+    assert code == 2, log
+    assert "holds state of layout 1; this version reads layout 2" in log
+    assert "Start with a new --checkpoint" in log
+    assert process.try_scrape() is None
+    assert sorted(p.relative_to(old) for p in old.rglob("*")) == before
 
 
 def assert_same_as_reference(result: Outcome, expected: Outcome) -> None:

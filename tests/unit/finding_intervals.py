@@ -14,22 +14,31 @@ is what the simulator's ground truth knows: kind, group, topic, queue, clients a
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 
+from streaming.core.contract import FindingRecord
 
-def identity_of(record: Mapping) -> tuple:
+
+def _as_published(record: Mapping | FindingRecord) -> Mapping:
+    """A record as the findings topic carries it (the core's records are serialised first)."""
+    return json.loads(record.to_json()) if isinstance(record, FindingRecord) else record
+
+
+def identity_of(record: Mapping | FindingRecord) -> tuple:
     """(kind, group, topic, queue, clients, brokers) of a finding record, hashable."""
+    record = _as_published(record)
     queue = record["queue"]
     return (record["kind"], record["group"], record["topic"],
             None if queue is None else tuple(queue), tuple(record["clients"]),
             tuple(record.get("brokers", ())))
 
 
-def intervals_of(records: Iterable[Mapping]) -> set[tuple]:
+def intervals_of(records: Iterable[Mapping | FindingRecord]) -> set[tuple]:
     """Started/ended records, in the order they were published per group -> intervals."""
     open_: dict[tuple, int] = {}
     closed: set[tuple] = set()
-    for record in records:
+    for record in map(_as_published, records):
         identity = identity_of(record)
         if record["status"] == "started":
             open_[identity] = record["since"]

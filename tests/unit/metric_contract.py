@@ -22,6 +22,7 @@ GROUP_METRICS = frozenset({
     "rebalance_strategy_inconsistent", "rebalance_client_id_collisions",
     "rebalance_view_divergent_clients", "rebalance_allocation_mismatch_clients",
     "rebalance_broker_view_divergent", "rebalance_rebalances_total", "rebalance_queue_moves_total",
+    "rebalance_late_events_total",
     "rebalance_client_queues",
 })
 HEALTH_METRICS = frozenset({

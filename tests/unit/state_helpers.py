@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from streaming.core.contract import FindingRecord, GroupMetrics, StepOutput
 from streaming.core.state.events import parse_event
-from streaming.core.step import StepConfig, StepOutput, step
+from streaming.core.step import StepConfig, step
 
 T0 = 1_700_000_000_000
 
@@ -16,6 +17,17 @@ def hb(client_id: str, topics, ts: int = T0, strategy: str = "AVG", group: str =
 
 def route(topic: str, ts: int = T0, group: str = "g", **spec) -> dict:
     return {"type": "route", "ts": ts, "group": group, "topic": topic, **spec}
+
+
+def group_metrics(group: str = "g", system: str = "rocketmq", **values) -> GroupMetrics:
+    """A GroupMetrics with every value zero (or empty) but those given."""
+    zero = dict(event_time_ms=0, members=0, queues={}, double_assigned={}, orphaned={},
+                conflict_since_ms=None, skew_ratio=1.0, idle_clients=0,
+                subscription_inconsistent=0, strategy_inconsistent=0, client_id_collisions=0,
+                view_divergent_clients=0, broker_view_divergent=0,
+                allocation_mismatch_clients=0, rebalances_total=0, queue_moves_total=0,
+                late_events_total=0, client_queues={})
+    return GroupMetrics(system=system, group=group, **{**zero, **values})
 
 
 def queues(broker: str, ids) -> list:
@@ -39,7 +51,7 @@ class Run:
         self.config = config or StepConfig()
         self.blob: bytes | None = None
         self.offset = 0
-        self.changes: list[dict] = []
+        self.findings: list[FindingRecord] = []
         self.out: StepOutput | None = None
 
     def batch(self, raws, watermark_ms: int | None = None) -> StepOutput:
@@ -47,21 +59,20 @@ class Run:
         self.offset += len(raws)
         self.out = step(self.blob, items, watermark_ms=watermark_ms, config=self.config)
         self.blob = self.out.blob
-        self.changes.extend(self.out.changes)
+        self.findings.extend(self.out.findings)
         return self.out
 
     @property
-    def snapshot(self) -> dict:
-        return self.out.snapshot
+    def metrics(self) -> GroupMetrics | None:
+        return self.out.metrics
 
 
-def open_findings(out: StepOutput | None, run: Run) -> dict[tuple, dict]:
+def open_findings(out: StepOutput | None, run: Run) -> dict[tuple, FindingRecord]:
     """The currently open findings, replayed from every started / ended record so far."""
-    current: dict[tuple, dict] = {}
-    for rec in run.changes:
-        key = (rec["kind"], rec["topic"], tuple(rec["queue"] or ()), tuple(rec["clients"]),
-               rec.get("address"), tuple(rec.get("brokers", ())))
-        if rec["status"] == "started":
+    current: dict[tuple, FindingRecord] = {}
+    for rec in run.findings:
+        key = rec.identity
+        if rec.status == "started":
             current[key] = rec
         else:
             current.pop(key, None)
@@ -72,6 +83,6 @@ def kinds(run: Run) -> dict[str, list]:
     """kind -> sorted [(topic, queue, clients)] of the open findings."""
     out: dict[str, list] = {}
     for kind, topic, queue, clients, _address, brokers in open_findings(run.out, run):
-        out.setdefault(kind, []).append((topic, queue, clients) if not brokers
+        out.setdefault(kind, []).append((topic, queue or (), clients) if not brokers
                                         else (brokers, clients))
     return {k: sorted(v) for k, v in out.items()}

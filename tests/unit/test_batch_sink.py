@@ -2,28 +2,37 @@ import json
 
 import pytest
 from confluent_kafka import KafkaError
+from pyspark.sql import Row
 
+from streaming.core.contract import FindingRecord, GroupKey
 from streaming.delivery import DeliveryStats, Outbox
 from streaming.exporter import SnapshotStore
 from streaming.spark.checkpoint_files import LocalTextFile
 from streaming.spark.sinks import BatchSink, JobCounters, counters_path
 from tests.unit.fake_producer import FakeProducer
+from tests.unit.state_helpers import group_metrics
 
 pytestmark = pytest.mark.unit
 
 
-def row(kind, key="g", payload=b"{}", reason=None):
-    return {"state_key": key, "kind": kind, "reason": reason, "payload": payload}
+UNROUTABLE = "\u0000unroutable"
 
 
-def batch():
-    snapshot = {"group": "g", "system": "rocketmq", "members": 2, "event_time_ms": 5000}
-    finding = {"status": "started", "kind": "double_assignment", "group": "g"}
+def row(kind, group="g", payload=b"", reason=None, system="rocketmq"):
+    """One row of the state function's output, as foreachBatch collects it."""
+    return Row(system=system, group=group, kind=kind, reason=reason, payload=payload)
+
+
+def batch(system="rocketmq"):
+    metrics = group_metrics("g", system, members=2, event_time_ms=5000)
+    finding = FindingRecord("started", "double_assignment", "g", system, "T", ("b", 0),
+                            ("c1", "c2"), 4000, 5000)
     return [
-        row("snapshot", payload=json.dumps(snapshot).encode()),
-        row("finding", payload=json.dumps(finding).encode()),
-        row("dead_letter", key="\u0000unroutable", payload=b"not json", reason="not_json"),
-        row("counts", payload=json.dumps({"events": {"heartbeat": 3}, "invalid": {"not_json": 1}}).encode()),
+        row("metrics", payload=metrics.to_json(), system=system),
+        row("finding", payload=finding.to_json(), system=system),
+        row("dead_letter", UNROUTABLE, b"not json", "not_json", UNROUTABLE),
+        row("counts", payload=json.dumps({"events": {"heartbeat": 3}, "invalid": {"not_json": 1}}).encode(),
+            system=system),
     ]
 
 
@@ -57,7 +66,8 @@ def make_sink(tmp_path, producer=None):
 def test_a_batch_updates_snapshots_counters_and_topics(tmp_path):
     sink, store, producer = make_sink(tmp_path)
     sink.apply_rows(batch(), batch_id=0)
-    assert store.groups()[0]["members"] == 2
+    assert store.group(GroupKey("rocketmq", "g")).members == 2
+    assert store.recent_findings()[0].clients == ("c1", "c2")
     assert [(t, k) for t, k, _, _ in producer] == [("findings", b"g"), ("dlq", None)]
     assert producer[1][3] == [("rebalance-monitor-reason", b"not_json")]
     counters = JobCounters.load(LocalTextFile(tmp_path / "counters.json"))
@@ -72,7 +82,7 @@ def test_a_replayed_batch_is_not_counted_or_produced_twice(tmp_path):
     restarted, store2, producer2 = make_sink(tmp_path)
     restarted.apply_rows(batch(), batch_id=0)
     assert producer2 == []
-    assert store2.groups()[0]["members"] == 2  # snapshots are still refreshed
+    assert store2.groups()[0].members == 2  # metrics are still refreshed
     restarted.apply_rows(batch(), batch_id=1)
     counters = JobCounters.load(LocalTextFile(tmp_path / "counters.json"))
     assert (counters.batch_id, counters.events["heartbeat"], counters.invalid["not_json"]) == (1, 6, 2)
@@ -84,6 +94,14 @@ def test_removed_group_disappears(tmp_path):
     sink.apply_rows(batch(), batch_id=0)
     sink.apply_rows([row("removed")], batch_id=1)
     assert store.groups() == []
+
+
+def test_removing_a_group_leaves_the_other_systems_group_of_the_same_name(tmp_path):
+    sink, store, _ = make_sink(tmp_path)
+    sink.apply_rows(batch("rocketmq") + batch("kafka"), batch_id=0)
+    assert [g.key for g in store.groups()] == [GroupKey("kafka", "g"), GroupKey("rocketmq", "g")]
+    sink.apply_rows([row("removed", system="kafka")], batch_id=1)
+    assert [g.key for g in store.groups()] == [GroupKey("rocketmq", "g")]
 
 
 def test_counters_live_in_the_checkpoints_own_filesystem():
@@ -104,7 +122,7 @@ def test_a_dead_letter_the_topic_refuses_is_counted_and_the_batch_completes(tmp_
 
 def test_an_oversized_dead_letter_is_cut_and_keeps_its_reason(tmp_path):
     sink, _, sent = make_sink(tmp_path)
-    big = row("dead_letter", key="\u0000unroutable", payload=b"{" * 1_100_000, reason="not_json")
+    big = row("dead_letter", UNROUTABLE, b"{" * 1_100_000, "not_json", UNROUTABLE)
     sink.apply_rows([big], batch_id=0)
     ((topic, _, value, headers),) = list(sent)
     assert topic == "dlq" and len(value) < 1_000_000

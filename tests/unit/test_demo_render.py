@@ -4,25 +4,26 @@ from __future__ import annotations
 
 import pytest
 
+from streaming.core.contract import FindingRecord
 from streaming.demo import open_findings, render_table
 
 pytestmark = pytest.mark.unit
 
 
-def finding(status: str, kind: str, group: str = "g", queue=None, clients=("c1",)) -> dict:
-    return {"status": status, "kind": kind, "group": group, "system": "rocketmq",
-            "topic": "TopicX" if queue else None, "queue": queue, "clients": list(clients)}
+def finding(status: str, kind: str, group: str = "g", queue=None, clients=("c1",)) -> FindingRecord:
+    return FindingRecord(status, kind, group, "rocketmq", "TopicX" if queue else None, queue,
+                         tuple(clients), since=1, at=2)
 
 
 def test_a_finding_is_open_when_its_latest_record_says_started():
-    records = [finding("started", "double_assignment", queue=["broker-a", 0]),
-               finding("started", "double_assignment", queue=["broker-a", 1]),
-               finding("ended", "double_assignment", queue=["broker-a", 0]),
+    records = [finding("started", "double_assignment", queue=("broker-a", 0)),
+               finding("started", "double_assignment", queue=("broker-a", 1)),
+               finding("ended", "double_assignment", queue=("broker-a", 0)),
                finding("started", "skew", group="a-group"),
                finding("ended", "idle_client", clients=("c2",)),
                finding("started", "idle_client", clients=("c2",))]
-    assert [(r["group"], r["kind"], r["queue"]) for r in open_findings(records)] == [
-        ("a-group", "skew", None), ("g", "double_assignment", ["broker-a", 1]),
+    assert [(r.group, r.kind, r.queue) for r in open_findings(records)] == [
+        ("a-group", "skew", None), ("g", "double_assignment", ("broker-a", 1)),
         ("g", "idle_client", None)]
 
 

@@ -105,9 +105,9 @@ def test_invalid_events_leave_state_untouched():
     assert all(isinstance(r, Invalid) for r in results)
     valid_only = [item for r in results if isinstance(r, list) for item in r]
     after = step(before.blob, valid_only)
-    assert after.snapshot == before.snapshot
+    assert after.metrics == before.metrics
     assert decode(after.blob).published == decode(before.blob).published
-    assert after.changes == []
+    assert after.findings == []
 
 
 def test_every_example_in_the_contract_doc_parses():

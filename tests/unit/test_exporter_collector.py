@@ -1,23 +1,24 @@
 import pytest
 from prometheus_client import CollectorRegistry
 
+from streaming.core.contract import GroupKey
 from streaming.exporter import ClientSeriesPolicy, RebalanceCollector, SnapshotStore
+from tests.unit.state_helpers import group_metrics
 
 pytestmark = pytest.mark.unit
 
 
-def snapshot(group="g", **overrides):
-    snap = {
-        "group": group, "system": "rocketmq", "event_time_ms": 10_000, "members": 4,
-        "queues": {"TopicX": 2, "TopicY": 2}, "double_assigned": {"TopicX": 1, "TopicY": 0},
-        "orphaned": {"TopicX": 0, "TopicY": 1}, "conflict_since_ms": 4_000, "skew_ratio": 2.0,
-        "idle_clients": 2, "subscription_inconsistent": 0, "strategy_inconsistent": 1,
-        "client_id_collisions": 0, "view_divergent_clients": 1, "broker_view_divergent": 0,
-        "allocation_mismatch_clients": 0, "rebalances_total": 3, "queue_moves_total": 5,
-        "client_queues": {"c1": 2, "c2": 2, "c3": 0, "c4": 0},
-    }
-    snap.update(overrides)
-    return snap
+def snapshot(group="g", system="rocketmq", **overrides):
+    values = dict(
+        event_time_ms=10_000, members=4,
+        queues={"TopicX": 2, "TopicY": 2}, double_assigned={"TopicX": 1, "TopicY": 0},
+        orphaned={"TopicX": 0, "TopicY": 1}, conflict_since_ms=4_000, skew_ratio=2.0,
+        idle_clients=2, subscription_inconsistent=0, strategy_inconsistent=1,
+        client_id_collisions=0, view_divergent_clients=1, broker_view_divergent=0,
+        allocation_mismatch_clients=0, rebalances_total=3, queue_moves_total=5,
+        late_events_total=7, client_queues={"c1": 2, "c2": 2, "c3": 0, "c4": 0},
+    )
+    return group_metrics(group, system, **{**values, **overrides})
 
 
 def registry_for(store, **kwargs):
@@ -37,6 +38,7 @@ def test_group_series_carry_snapshot_values():
     assert reg.get_sample_value("rebalance_strategy_inconsistent", labels) == 1
     assert reg.get_sample_value("rebalance_rebalances_total", labels) == 3
     assert reg.get_sample_value("rebalance_queue_moves_total", labels) == 5
+    assert reg.get_sample_value("rebalance_late_events_total", labels) == 7
     assert reg.get_sample_value("rebalance_double_assigned_queues", {**labels, "topic": "TopicX"}) == 1
     assert reg.get_sample_value("rebalance_orphaned_queues", {**labels, "topic": "TopicY"}) == 1
     assert reg.get_sample_value("rebalance_group_queues", {**labels, "topic": "TopicY"}) == 2
@@ -58,11 +60,26 @@ def test_removed_group_leaves_no_series():
     store = SnapshotStore()
     store.replace_group(snapshot("a"))
     store.replace_group(snapshot("b"))
-    store.remove_group("rocketmq", "a")
+    store.remove_group(GroupKey("rocketmq", "a"))
     reg = registry_for(store)
     assert reg.get_sample_value("rebalance_group_members", {"system": "rocketmq", "group": "a"}) is None
     assert reg.get_sample_value("rebalance_client_queues", {"system": "rocketmq", "group": "a", "client": "c1"}) is None
     assert reg.get_sample_value("rebalance_group_members", {"system": "rocketmq", "group": "b"}) == 4
+    assert reg.get_sample_value("rebalance_monitor_groups") == 1
+
+
+def test_groups_of_the_same_name_in_two_systems_are_two_sets_of_series():
+    store = SnapshotStore()
+    store.replace_group(snapshot("order-service", "kafka", members=2))
+    store.replace_group(snapshot("order-service", "rocketmq", members=5))
+    reg = registry_for(store)
+    members = {system: reg.get_sample_value("rebalance_group_members",
+                                            {"system": system, "group": "order-service"})
+               for system in ("kafka", "rocketmq")}
+    assert members == {"kafka": 2, "rocketmq": 5}
+    store.remove_group(GroupKey("kafka", "order-service"))
+    assert reg.get_sample_value("rebalance_group_members",
+                                {"system": "rocketmq", "group": "order-service"}) == 5
     assert reg.get_sample_value("rebalance_monitor_groups") == 1
 
 

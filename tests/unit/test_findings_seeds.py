@@ -14,28 +14,28 @@ def test_two_topics_two_queues_four_clients_skew_2_and_two_idle():
     run = Run()
     run.batch([route("TopicX", brokers={"broker-a": 2}), route("TopicY", brokers={"broker-a": 2})]
               + [hb(c, ["TopicX", "TopicY"]) for c in ("c1", "c2", "c3", "c4")])
-    snap = run.snapshot
-    assert snap["client_queues"] == {"c1": 2, "c2": 2, "c3": 0, "c4": 0}
-    assert snap["skew_ratio"] == 2.0
-    assert snap["idle_clients"] == 2
-    assert snap["queues"] == {"TopicX": 2, "TopicY": 2}
-    assert snap["double_assigned"] == {"TopicX": 0, "TopicY": 0}
-    assert snap["orphaned"] == {"TopicX": 0, "TopicY": 0}
+    snap = run.metrics
+    assert snap.client_queues == {"c1": 2, "c2": 2, "c3": 0, "c4": 0}
+    assert snap.skew_ratio == 2.0
+    assert snap.idle_clients == 2
+    assert snap.queues == {"TopicX": 2, "TopicY": 2}
+    assert snap.double_assigned == {"TopicX": 0, "TopicY": 0}
+    assert snap.orphaned == {"TopicX": 0, "TopicY": 0}
     assert kinds(run) == {"idle_client": [(None, (), ("c3",)), (None, (), ("c4",))],
                           "skew": [(None, (), ())]}
-    skew = next(r for r in run.changes if r["kind"] == "skew")
-    assert skew["detail"] == {"skew_ratio": 2.0, "ideal": 1, "max_load": 2,
+    skew = next(r for r in run.findings if r.kind == "skew")
+    assert skew.detail == {"skew_ratio": 2.0, "ideal": 1, "max_load": 2,
                               "busiest": ["c1", "c2"]}
-    assert skew["since"] == T0
+    assert skew.since == T0
 
 
 def test_ten_queues_three_clients_4_3_3_no_skew():
     run = Run()
     run.batch([route("T", brokers={"broker-a": 10})] + [hb(c, ["T"]) for c in ("c1", "c2", "c3")])
-    assert run.snapshot["client_queues"] == {"c1": 4, "c2": 3, "c3": 3}
-    assert run.snapshot["skew_ratio"] == 1.0
-    assert run.snapshot["idle_clients"] == 0
-    assert run.changes == []
+    assert run.metrics.client_queues == {"c1": 4, "c2": 3, "c3": 3}
+    assert run.metrics.skew_ratio == 1.0
+    assert run.metrics.idle_clients == 0
+    assert run.findings == []
 
 
 def _view(ids_a, ids_b) -> dict:
@@ -47,14 +47,14 @@ def test_broker_crash_seen_by_one_client_first():
     sixteen = _view(range(8), range(8))
     run.batch([route("TopicX", brokers={"broker-a": 8, B: 8})]
               + [hb(c, ["TopicX"], view=sixteen) for c in ("c1", "c2", "c3", "c4")])
-    assert run.changes == []
+    assert run.findings == []
     # 1 + 8 + 7 + 9 queue moves as c1..c4 join one by one (AVG over 16 queues).
-    assert (run.snapshot["rebalances_total"], run.snapshot["queue_moves_total"]) == (4, 24)
+    assert (run.metrics.rebalances_total, run.metrics.queue_moves_total) == (4, 24)
 
     t1 = T0 + 1_000
     run.batch([route("TopicX", ts=t1, brokers={B: 8}),
                hb("c3", ["TopicX"], ts=t1, view=_view([], range(8)))])
-    snap = run.snapshot
+    snap = run.metrics
     assert kinds(run) == {
         "double_assignment": [("TopicX", (B, 4), ("c3", "c4")), ("TopicX", (B, 5), ("c3", "c4"))],
         "orphaned_queue": [("TopicX", (B, q), ()) for q in range(4)],
@@ -62,23 +62,23 @@ def test_broker_crash_seen_by_one_client_first():
         "skew": [(None, (), ())],
         "idle_client": [(None, (), ("c1",)), (None, (), ("c2",))],
     }
-    assert snap["double_assigned"] == {"TopicX": 2}
-    assert snap["orphaned"] == {"TopicX": 4}
-    assert snap["conflict_since_ms"] == t1
-    assert snap["client_queues"] == {"c1": 0, "c2": 0, "c3": 2, "c4": 4}
-    assert (snap["rebalances_total"], snap["queue_moves_total"]) == (5, 26)
+    assert snap.double_assigned == {"TopicX": 2}
+    assert snap.orphaned == {"TopicX": 4}
+    assert snap.conflict_since_ms == t1
+    assert snap.client_queues == {"c1": 0, "c2": 0, "c3": 2, "c4": 4}
+    assert (snap.rebalances_total, snap.queue_moves_total) == (5, 26)
 
     t2 = T0 + 2_000
     run.batch([hb(c, ["TopicX"], ts=t2, view=_view([], range(8))) for c in ("c1", "c2", "c4")])
     assert kinds(run) == {}
-    snap = run.snapshot
-    assert snap["client_queues"] == {"c1": 2, "c2": 2, "c3": 2, "c4": 2}
-    assert snap["double_assigned"] == {"TopicX": 0} and snap["orphaned"] == {"TopicX": 0}
-    assert snap["conflict_since_ms"] is None
-    assert (snap["rebalances_total"], snap["queue_moves_total"]) == (8, 26)
-    ended = [r for r in run.out.changes if r["kind"] == "double_assignment"]
-    assert [(r["status"], r["queue"], r["since"], r["at"]) for r in ended] == [
-        ("ended", [B, 4], t1, t2), ("ended", [B, 5], t1, t2)]
+    snap = run.metrics
+    assert snap.client_queues == {"c1": 2, "c2": 2, "c3": 2, "c4": 2}
+    assert snap.double_assigned == {"TopicX": 0} and snap.orphaned == {"TopicX": 0}
+    assert snap.conflict_since_ms is None
+    assert (snap.rebalances_total, snap.queue_moves_total) == (8, 26)
+    ended = [r for r in run.out.findings if r.kind == "double_assignment"]
+    assert [(r.status, r.queue, r.since, r.at) for r in ended] == [
+        ("ended", (B, 4), t1, t2), ("ended", (B, 5), t1, t2)]
 
 
 def test_client_subscribing_one_topic_fewer_orphans_its_share():
@@ -91,11 +91,11 @@ def test_client_subscribing_one_topic_fewer_orphans_its_share():
         "subscription_inconsistent": [(None, (), ("c3",))],
         "skew": [(None, (), ())],
     }
-    snap = run.snapshot
-    assert snap["client_queues"] == {"c1": 4, "c2": 2, "c3": 1}
-    assert snap["skew_ratio"] == 4 / 3
-    assert snap["orphaned"] == {"TopicA": 0, "TopicB": 1}
-    assert snap["subscription_inconsistent"] == 1
+    snap = run.metrics
+    assert snap.client_queues == {"c1": 4, "c2": 2, "c3": 1}
+    assert snap.skew_ratio == 4 / 3
+    assert snap.orphaned == {"TopicA": 0, "TopicB": 1}
+    assert snap.subscription_inconsistent == 1
 
 
 def test_two_processes_sharing_one_client_id():
@@ -109,12 +109,12 @@ def test_two_processes_sharing_one_client_id():
                               ("T", ("broker-a", 1), ("c1", "c1"))],
         "orphaned_queue": [("T", ("broker-a", 2), ()), ("T", ("broker-a", 3), ())],
     }
-    snap = run.snapshot
-    assert snap["members"] == 3
-    assert snap["client_id_collisions"] == 1
-    assert snap["client_queues"] == {"c1": 4, "c2": 2}
-    collision = next(r for r in run.changes if r["kind"] == "client_id_collision")
-    assert collision["detail"] == {"addresses": ["10.0.0.1:5000", "10.0.0.2:5000"]}
+    snap = run.metrics
+    assert snap.members == 3
+    assert snap.client_id_collisions == 1
+    assert snap.client_queues == {"c1": 4, "c2": 2}
+    collision = next(r for r in run.findings if r.kind == "client_id_collision")
+    assert collision.detail == {"addresses": ["10.0.0.1:5000", "10.0.0.2:5000"]}
 
 
 def test_client_on_a_different_strategy():
@@ -126,8 +126,8 @@ def test_client_on_a_different_strategy():
         "orphaned_queue": [("T", ("broker-a", 4), ())],
         "strategy_inconsistent": [(None, (), ("c3",))],
     }
-    assert run.snapshot["strategy_inconsistent"] == 1
-    assert run.snapshot["client_queues"] == {"c1": 2, "c2": 2, "c3": 2}
+    assert run.metrics.strategy_inconsistent == 1
+    assert run.metrics.client_queues == {"c1": 2, "c2": 2, "c3": 2}
 
 
 def test_broadcasting_group_has_no_conflicts():
@@ -135,7 +135,7 @@ def test_broadcasting_group_has_no_conflicts():
     run.batch([route("T", brokers={"broker-a": 4})]
               + [hb(c, ["T"], message_model="BROADCASTING") for c in ("c1", "c2")])
     assert kinds(run) == {}
-    assert run.snapshot["client_queues"] == {"c1": 4, "c2": 4}
+    assert run.metrics.client_queues == {"c1": 4, "c2": 4}
 
 
 def test_broker_view_divergence_from_the_heartbeats_each_broker_received():
@@ -144,7 +144,7 @@ def test_broker_view_divergence_from_the_heartbeats_each_broker_received():
                hb("c1", ["T"], broker="broker-a"), hb("c1", ["T"], broker=B),
                hb("c2", ["T"], broker="broker-a")])
     assert kinds(run) == {"broker_view_divergent": [((B,), ("c2",))]}
-    assert run.snapshot["broker_view_divergent"] == 1
+    assert run.metrics.broker_view_divergent == 1
     run.batch([hb("c2", ["T"], ts=T0 + 5, broker=B)])
     assert kinds(run) == {}
     # broker-c is in no route (crashed): what it last heard misleads nobody.
@@ -161,7 +161,7 @@ def test_owned_differing_from_the_rerun_is_a_mismatch_and_counts_as_claimed():
         "double_assignment": [("T", ("broker-a", 1), ("c1", "c2"))],
         "skew": [(None, (), ())],       # c2 holds 3 of 4 queues: 3 / ceil(4 / 2)
     }
-    assert run.snapshot["skew_ratio"] == 1.5
+    assert run.metrics.skew_ratio == 1.5
 
 
 def test_kafka_group_owned_compared_with_the_leaders_assignment():
@@ -175,8 +175,8 @@ def test_kafka_group_owned_compared_with_the_leaders_assignment():
         "double_assignment": [("T", ("", 2), ("m1", "m2"))],
         "skew": [(None, (), ())],
     }
-    assert run.snapshot["system"] == "kafka"
-    assert run.snapshot["client_queues"] == {"m1": 3, "m2": 2}
+    assert run.metrics.system == "kafka"
+    assert run.metrics.client_queues == {"m1": 3, "m2": 2}
 
 
 def test_member_expiry_by_event_time_then_group_removed_with_ended_records():
@@ -185,17 +185,17 @@ def test_member_expiry_by_event_time_then_group_removed_with_ended_records():
     run.batch([hb("c1", ["T"], ts=T0 + 100_000, owned=[])])
     assert kinds(run)["orphaned_queue"] == [("T", ("broker-a", q), ()) for q in (0, 1)]
     out = run.batch([hb("c1", ["T"], ts=T0 + 120_001, owned=[])])    # c2's session is over
-    assert out.snapshot["members"] == 1
-    assert out.snapshot["orphaned"] == {"T": 4}
-    assert out.snapshot["conflict_since_ms"] == T0 + 100_000
-    assert out.snapshot["rebalances_total"] == 4
+    assert out.metrics.members == 1
+    assert out.metrics.orphaned == {"T": 4}
+    assert out.metrics.conflict_since_ms == T0 + 100_000
+    assert out.metrics.rebalances_total == 4
     last = T0 + 120_001
     out = run.batch([], watermark_ms=last + 120_000)         # c1 still inside its session
-    assert out.snapshot["members"] == 1 and out.changes == []
-    assert out.snapshot["next_expiry_ms"] == last + 120_001
+    assert out.metrics.members == 1 and out.findings == []
+    assert out.next_timeout_ms == last + 120_001
     out = run.batch([], watermark_ms=last + 120_001)
-    assert out.blob is None and out.snapshot is None
-    assert sorted((r["status"], r["kind"], tuple(r["queue"] or ())) for r in out.changes) == [
+    assert out.blob is None and out.metrics is None
+    assert sorted((r.status, r.kind, tuple(r.queue or ())) for r in out.findings) == [
         ("ended", "allocation_mismatch", ())] + [
         ("ended", "orphaned_queue", ("broker-a", q)) for q in range(4)]
-    assert {r["at"] for r in out.changes} == {last + 120_001}
+    assert {r.at for r in out.findings} == {last + 120_001}

@@ -6,7 +6,7 @@ from streaming.core.state.codec import CodecError, Stored, decode, encode, queue
 from streaming.core.state.events import parse_event
 from streaming.core.state.group import GroupState, apply_event, expire_next, expire_until
 from streaming.core.state.rerun import claims_of, rerun
-from streaming.core.step import StepConfig, snapshot_of, step
+from streaming.core.step import StepConfig, metrics_of, step
 from tests.unit.state_helpers import T0, Run, hb, parsed, route
 
 pytestmark = pytest.mark.unit
@@ -99,12 +99,12 @@ def test_codec_round_trip_and_version():
     assert again.settled == stored.settled
     assert (again.pending, again.horizon, again.published, again.now) == (
         stored.pending, stored.horizon, stored.published, stored.now)
-    assert run.blob[0] == 1
+    assert run.blob[0] == 2
     assert len(run.blob) < 600
-    with pytest.raises(CodecError, match="unknown state version 2"):
-        decode(b"\x02" + run.blob[1:])
+    with pytest.raises(CodecError, match="unknown state version 1"):
+        decode(b"\x01" + run.blob[1:])       # layout 1: state keyed by group name only
     with pytest.raises(CodecError, match="corrupt"):
-        decode(b"\x01garbage")
+        decode(b"\x02garbage")
 
 
 def test_the_blob_does_not_depend_on_the_order_a_rerun_reached_the_topics():
@@ -131,10 +131,10 @@ def test_queue_runs_encoding():
     assert queues_in(queues_out(queues)) == queues
 
 
-def test_snapshot_of_blob_equals_the_steps_snapshot():
+def test_metrics_of_blob_equals_the_steps_snapshot():
     out = step(None, parsed([route("T", brokers={"a": 3}), hb("c1", ["T"]), hb("c2", ["T"]),
                              hb("c3", ["T"], ts=T0 + 5, strategy="AVG_BY_CIRCLE")]))
-    assert snapshot_of(out.blob) == out.snapshot
+    assert metrics_of(out.blob) == out.metrics
 
 
 def test_event_later_than_the_reorder_window_is_merged_newest_fact_wins():
@@ -143,7 +143,7 @@ def test_event_later_than_the_reorder_window_is_merged_newest_fact_wins():
                  config=config)
     late = step(first.blob, parsed([hb("c1", ["T", "U"], ts=T0 + 1_000),
                                     hb("c2", ["T"], ts=T0 + 2_000)], 2), config=config)
-    assert late.snapshot["late_events_total"] == 2
-    assert late.snapshot["members"] == 2
-    assert late.snapshot["client_queues"] == {"c1": 1, "c2": 1}
-    assert late.snapshot["subscription_inconsistent"] == 0   # c1's older topics did not win
+    assert late.metrics.late_events_total == 2
+    assert late.metrics.members == 2
+    assert late.metrics.client_queues == {"c1": 1, "c2": 1}
+    assert late.metrics.subscription_inconsistent == 0   # c1's older topics did not win

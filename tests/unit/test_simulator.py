@@ -249,7 +249,7 @@ def _monitor_findings(events) -> set[tuple]:
         for group, group_events in per_group.items():
             out = step(blobs.get(group), group_events)
             blobs[group] = out.blob
-            changes.extend(out.changes)
+            changes.extend(json.loads(record.to_json()) for record in out.findings)
     return intervals_of(changes)
 
 

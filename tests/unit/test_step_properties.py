@@ -92,8 +92,8 @@ def scenario(draw, reordered: bool = True):
 
 def _result(out):
     if out.blob is None:
-        return None, out.snapshot
-    return decode(out.blob).published, out.snapshot
+        return None, out.metrics
+    return decode(out.blob).published, out.metrics
 
 
 def _run(items, cuts, final_watermark, watermarks):
@@ -135,26 +135,23 @@ def test_restart_mid_window_keeps_the_reordered_event_in_place():
     first = step(None, items[:2], config=CONFIG)
     split = step(first.blob, items[2:], config=CONFIG)
     assert _result(split) == _result(whole)
-    assert whole.snapshot["rebalances_total"] == 2
-    assert whole.snapshot["late_events_total"] == 0
+    assert whole.metrics.rebalances_total == 2
+    assert whole.metrics.late_events_total == 0
 
 
-RECORD_FIELDS = ("status", "kind", "group", "topic", "queue", "clients", "since", "at",
-                 "address", "brokers", "detail")
+def _records(changes) -> list[bytes]:
+    """The records as the findings topic gets them, every field compared."""
+    return [record.to_json() for record in changes]
 
 
-def _records(changes) -> list[tuple]:
-    return [tuple(repr(change.get(name)) for name in RECORD_FIELDS) for change in changes]
-
-
-def _published_records(items, cuts, final_watermark, watermarks) -> list[tuple]:
+def _published_records(items, cuts, final_watermark, watermarks) -> list[bytes]:
     blob, changes, bounds = None, [], [0, *cuts, len(items)]
     for index, (start, end) in enumerate(zip(bounds, bounds[1:], strict=False)):
         last = index == len(bounds) - 2
         out = step(blob, items[start:end], watermark_ms=final_watermark if last
                    else watermarks(end), config=CONFIG)
         blob = out.blob
-        changes += out.changes
+        changes += out.findings
     return _records(changes)
 
 
@@ -170,7 +167,7 @@ def test_in_order_events_publish_the_same_records_whatever_the_batches(case, wit
         # Just below the next event: a watermark at its time would settle that instant early.
         return items[end][0].ts - 1 if with_watermarks else None
 
-    whole = _records(step(None, items, watermark_ms=final_watermark, config=CONFIG).changes)
+    whole = _records(step(None, items, watermark_ms=final_watermark, config=CONFIG).findings)
     per_instant = _published_records(items, instants, final_watermark, watermarks)
     assert per_instant == whole
     assert _published_records(items, cuts, final_watermark, watermarks) == whole
@@ -188,16 +185,16 @@ def test_reordered_events_publish_a_consistent_stream(case):
         out = step(blob, items[start:end], watermark_ms=final_watermark if last else None,
                    config=CONFIG)
         blob = out.blob
-        for rec in out.changes:
-            key = (rec["kind"], rec["topic"], None if rec["queue"] is None else tuple(rec["queue"]),
-                   tuple(rec["clients"]), rec.get("address"), tuple(rec.get("brokers", ())))
-            if rec["status"] == "started":
+        for rec in out.findings:
+            key = (rec.kind, rec.topic, None if rec.queue is None else tuple(rec.queue),
+                   tuple(rec.clients), rec.address, tuple(rec.brokers))
+            if rec.status == "started":
                 assert key not in open_, rec
-                assert rec["since"] <= rec["at"], rec
-                open_[key] = rec["since"]
+                assert rec.since <= rec.at, rec
+                open_[key] = rec.since
             else:
-                assert open_.pop(key, None) == rec["since"], rec
-                assert rec["since"] <= rec["at"], rec
+                assert open_.pop(key, None) == rec.since, rec
+                assert rec.since <= rec.at, rec
     assert open_ == ({} if blob is None else decode(blob).published)
 
 
@@ -211,9 +208,8 @@ def test_a_watermark_past_two_deadlines_re_runs_after_each():
     at_once = step(None, items, watermark_ms=T0 + 1_600, config=CONFIG)
     first = step(None, items, watermark_ms=T0 + 1_200, config=CONFIG)
     one_by_one = step(first.blob, [], watermark_ms=T0 + 1_600, config=CONFIG)
-    counters = ("rebalances_total", "queue_moves_total")
-    assert [at_once.snapshot[k] for k in counters] == [5, 8]
-    assert [one_by_one.snapshot[k] for k in counters] == [5, 8]
+    assert (at_once.metrics.rebalances_total, at_once.metrics.queue_moves_total) == (5, 8)
+    assert (one_by_one.metrics.rebalances_total, one_by_one.metrics.queue_moves_total) == (5, 8)
 
 
 def _without_view(blob: bytes | None) -> bytes | None:
@@ -248,7 +244,7 @@ def test_continuing_from_the_stored_view_equals_the_full_replay(case, watermark_
         watermark = None if shift is None or not batch else max(e.ts for e, _ in batch) + shift
         fast = step(blob, batch, watermark_ms=watermark, config=CONFIG)
         full = step(_without_view(blob), batch, watermark_ms=watermark, config=CONFIG)
-        assert (fast.changes, fast.snapshot) == (full.changes, full.snapshot)
+        assert (fast.findings, fast.metrics) == (full.findings, full.metrics)
         assert _stored_text(fast.blob) == _stored_text(full.blob)
         blob = fast.blob
 
@@ -269,7 +265,7 @@ def test_an_event_behind_the_watermark_driven_now_is_not_put_onto_the_view():
         offset += len(raws)
         fast = step(blob, items, watermark_ms=watermark, config=CONFIG)
         full = step(_without_view(blob), items, watermark_ms=watermark, config=CONFIG)
-        assert (fast.changes, fast.snapshot) == (full.changes, full.snapshot)
+        assert (fast.findings, fast.metrics) == (full.findings, full.metrics)
         assert _stored_text(fast.blob) == _stored_text(full.blob)
         blob = fast.blob
     assert decode(blob).view is not None     # the last step could have taken the short way
@@ -284,8 +280,8 @@ def test_a_changed_session_timeout_replays_instead_of_using_the_stored_view():
     items = parsed([hb("c2", ["T1"], ts=T0 + 200)], first_offset=2)
     fast = step(first.blob, items, config=shorter)
     full = step(_without_view(first.blob), items, config=shorter)
-    assert (fast.changes, fast.snapshot) == (full.changes, full.snapshot)
-    assert fast.snapshot["members"] == 1      # c1 expired under the new timeout
+    assert (fast.findings, fast.metrics) == (full.findings, full.metrics)
+    assert fast.metrics.members == 1      # c1 expired under the new timeout
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -22,7 +22,7 @@ def _one_batch_per_group(raws) -> list[dict]:
     for offset, raw in enumerate(raws):
         for event in parse_event(raw):
             per_group.setdefault(event.group, []).append((event, offset))
-    return [change for items in per_group.values() for change in step(None, items).changes]
+    return [change for items in per_group.values() for change in step(None, items).findings]
 
 
 def test_one_batch_holding_a_whole_scenario_still_publishes_its_findings():
@@ -30,8 +30,8 @@ def test_one_batch_holding_a_whole_scenario_still_publishes_its_findings():
     to 60 s, and is published with exactly those times."""
     scenario = SCENARIOS["lost-notification"](seed=1, with_view=True)
     events = [(e, offset) for offset, raw in enumerate(scenario.run()) for e in parse_event(raw)]
-    changes = step(None, events).changes
-    published = Counter((r["status"], identity_of(r), r["since"]) for r in changes)
+    changes = step(None, events).findings
+    published = Counter((r.status, identity_of(r), r.since) for r in changes)
     expected = Counter()
     for (identity, begins, ends) in expected_intervals(scenario.ground_truth()):
         expected[("started", identity, begins)] += 1
@@ -46,7 +46,7 @@ def test_every_scenario_in_one_batch_publishes_its_ground_truth(name, with_view)
     changes = _one_batch_per_group(list(scenario.run()))
     assert intervals_of(changes) == expected_intervals(scenario.ground_truth())
     ends = sum(f.ends_ms is not None for f in scenario.ground_truth())
-    assert Counter(r["status"] for r in changes) == Counter(
+    assert Counter(r.status for r in changes) == Counter(
         started=len(scenario.ground_truth()), ended=ends)
 
 
@@ -59,8 +59,8 @@ def _double_assignment_batches():
 
 
 def _doubled(changes) -> list[tuple]:
-    return [(r["status"], tuple(r["queue"]), r["since"], r["at"]) for r in changes
-            if r["kind"] == "double_assignment"]
+    return [(r.status, tuple(r.queue), r.since, r.at) for r in changes
+            if r.kind == "double_assignment"]
 
 
 DOUBLED = [("started", ("a", 0), T0 + 1_000, T0 + 1_000),
@@ -72,8 +72,8 @@ DOUBLED = [("started", ("a", 0), T0 + 1_000, T0 + 1_000),
 def test_a_finding_inside_one_batch_is_published_with_its_own_times():
     run = Run()
     out = run.batch(_double_assignment_batches())
-    assert _doubled(out.changes) == DOUBLED
-    assert out.snapshot["double_assigned"] == {"T": 0}
+    assert _doubled(out.findings) == DOUBLED
+    assert out.metrics.double_assigned == {"T": 0}
 
 
 def test_ended_at_is_when_it_ended_not_when_the_batch_ran():
@@ -81,8 +81,8 @@ def test_ended_at_is_when_it_ended_not_when_the_batch_ran():
     raws = _double_assignment_batches()
     run.batch(raws[:4])
     out = run.batch(raws[4:])                # ended at 3 s; this step's clock is at 4 s
-    assert _doubled(out.changes) == DOUBLED[2:]
-    assert _doubled(run.changes) == DOUBLED
+    assert _doubled(out.findings) == DOUBLED[2:]
+    assert _doubled(run.findings) == DOUBLED
 
 
 def test_a_batch_replaying_its_window_publishes_nothing_twice():
@@ -90,8 +90,8 @@ def test_a_batch_replaying_its_window_publishes_nothing_twice():
     run = Run(WINDOW)
     for raw in _double_assignment_batches():
         run.batch([raw])
-    assert _doubled(run.changes) == DOUBLED
-    assert run.batch([]).changes == []
+    assert _doubled(run.findings) == DOUBLED
+    assert run.batch([]).findings == []
 
 
 def test_a_late_event_in_the_window_corrects_what_was_published():
@@ -103,10 +103,10 @@ def test_a_late_event_in_the_window_corrects_what_was_published():
     run.batch(raws[:3])
     run.batch([hb("c1", ["T"], ts=T0 + 2_000)])
     out = run.batch([raws[3]])               # ts 1 s, offset after the 2 s event
-    assert _doubled(out.changes) == [("started", ("a", 0), T0 + 1_000, T0 + 2_000),
+    assert _doubled(out.findings) == [("started", ("a", 0), T0 + 1_000, T0 + 2_000),
                                      ("started", ("a", 1), T0 + 1_000, T0 + 2_000)]
     out = run.batch([hb("c2", ["T"], ts=T0 + 3_000)])
-    assert _doubled(out.changes) == DOUBLED[2:]
+    assert _doubled(out.findings) == DOUBLED[2:]
 
 
 def test_a_finding_begun_and_ended_behind_the_published_point_stays_unpublished():
@@ -117,11 +117,11 @@ def test_a_finding_begun_and_ended_behind_the_published_point_stays_unpublished(
     run.batch(raws[:3])
     run.batch([hb("c2", ["T"], ts=T0 + 3_000)])
     out = run.batch([raws[3]])               # c2's bad view at 1 s, already over at 3 s
-    assert out.changes == []
+    assert out.findings == []
 
 
 def test_one_millisecond_is_netted_within_a_batch():
     """The route first, then the members, all at T0: no orphan for the instant before they
     joined (a batch boundary inside that millisecond would publish it for 0 ms)."""
     items = parsed([route("T", brokers={"a": 2}), hb("c1", ["T"]), hb("c2", ["T"])])
-    assert step(None, items).changes == []
+    assert step(None, items).findings == []

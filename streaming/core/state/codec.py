@@ -1,18 +1,18 @@
 """Versioned, compact bytes <-> a group's stored state.
 
-Layout: one version byte (1), then zlib-compressed JSON with short keys. Queue lists are stored
+Layout: one version byte (2), then zlib-compressed JSON with short keys. Queue lists are stored
 per broker as runs of ids (`{"b": [[0, 7], 9]}` = b:0..7 and b:9), so an AVG share or a route of
 thousands of queues takes a few bytes.
 
     >>> state = GroupState("g", "rocketmq", 120_000, clock=1_700_000_000_000)
     >>> blob = encode(Stored(state, [], 0, {}, 1_700_000_000_000))
     >>> blob[0], decode(blob).settled.clock
-    (1, 1700000000000)
+    (2, 1700000000000)
     >>> try:
     ...     decode(b"\\x07xyz")
     ... except CodecError as error:
     ...     print(error)
-    unknown state version 7; this build reads version 1
+    unknown state version 7; this build reads version 2
 """
 
 from __future__ import annotations
@@ -21,10 +21,12 @@ import json
 import zlib
 from dataclasses import dataclass, field, fields
 
+from streaming.core.contract import FindingIdentity
 from streaming.core.state.events import Event, Queue2
 from streaming.core.state.group import GroupState, Member
 
-VERSION = 1
+# 2: state keyed by (system, group); the per-group event and ignored-event counts are gone.
+VERSION = 2
 _ALL_PUBLISHED = 2**62      # a blob from before "o": everything at its `now` was published
 
 
@@ -212,21 +214,20 @@ def _state_out(state: GroupState) -> dict:
         "ak": [index[k] for k in keys if k in state.computed],
         "a": _computed_out(keys, state.computed),
         "f": _since_out(state.since),
-        "k": [state.rebalances, state.queue_moves, state.late_events, state.ignored_events],
-        "e": state.events_total,
+        "k": [state.rebalances, state.queue_moves, state.late_events],
     }
 
 
 def _state_in(data: dict) -> GroupState:
     members = [_member_in(row) for row in data["m"]]
     state = GroupState(data["g"], data["y"], data["t"], clock=data["c"], now=data["n"],
-                       joins=data["j"], events_total=dict(data["e"]))
+                       joins=data["j"])
     state.members = {m.key: m for m in members}
     state.routes = {t: (ts, queues_in(q)) for t, (ts, q) in data["r"].items()}
     state.tombstones = {(c, a): ts for c, a, ts in data["x"]}
     state.computed = _computed_in([m.key for m in members], data["ak"], data["a"])
     state.since = _since_in(data["f"])
-    state.rebalances, state.queue_moves, state.late_events, state.ignored_events = data["k"]
+    state.rebalances, state.queue_moves, state.late_events = data["k"]
     state.deadline_bound = -1            # unknown after a decode: the next expiry scan sets it
     return state
 
@@ -285,7 +286,7 @@ def _since_in(rows: list) -> dict[tuple, int]:
     since = {}
     for kind, topic, clients, address, brokers, start, runs in rows:
         for queue in [None] if runs is None else queues_in(runs):
-            since[(kind, topic, queue, tuple(clients), address, tuple(brokers))] = start
+            since[FindingIdentity(kind, topic, queue, tuple(clients), address, tuple(brokers))] = start
     return since
 
 

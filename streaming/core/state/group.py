@@ -95,9 +95,7 @@ class GroupState:
     since: dict[tuple, int] = field(default_factory=dict)   # finding identity -> start time
     rebalances: int = 0
     queue_moves: int = 0
-    events_total: dict[str, int] = field(default_factory=dict)
     late_events: int = 0
-    ignored_events: int = 0
     deadline_bound: int = NEVER      # lower bound of the next expiry; refreshes only raise it
     claims_cache: dict | None = field(default=None, repr=False, compare=False)   # not stored
     findings_cache: object = field(default=None, repr=False, compare=False)      # not stored
@@ -114,10 +112,9 @@ class GroupState:
 def apply_event(state: GroupState, event: Event) -> Change:
     """Fold one event in. An event older than what is known about its member or topic never
     undoes the newer fact (it still refreshes nothing)."""
-    state.events_total[event.type] = state.events_total.get(event.type, 0) + 1
     if event.system != state.system:
-        state.ignored_events += 1
-        return NO_CHANGE
+        # State is keyed by (system, group): the job never routes another system's event here.
+        raise ValueError(f"a {event.system} event for the {state.system} group {state.group!r}")
     state.clock = max(state.clock, event.ts)
     if event.type == "route":
         return _apply_route(state, event)

@@ -1,0 +1,152 @@
+"""What crosses the boundaries between the core, the Spark job and the exporter.
+
+Small frozen types, in the manner of Burrow's core/protocol: the core's step returns them, the
+Spark state function serialises them once (`to_json`), the driver's sink reads them back
+(`from_json`), and the exporter, the findings topic and the demo read attributes, never string
+keys. Nothing here imports Spark or Kafka.
+
+    >>> key = GroupKey("kafka", "order-service")
+    >>> key < GroupKey("rocketmq", "order-service")
+    True
+    >>> record = FindingRecord("started", "double_assignment", "g", "rocketmq", "T", ("b", 0),
+    ...                        ("c1", "c2"), since=5, at=5)
+    >>> FindingRecord.from_json(record.to_json()) == record
+    True
+    >>> record.to_json()[:60]
+    b'{"status": "started", "kind": "double_assignment", "group": '
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from streaming.core.state.events import Queue2
+
+
+class GroupKey(NamedTuple):
+    """One consumer group of one system: the unit of state, of series and of removal. A Kafka
+    group and a RocketMQ group of the same name are two groups."""
+
+    system: str
+    group: str
+
+
+class FindingIdentity(NamedTuple):
+    """What makes two findings the same finding (its detail does not)."""
+
+    kind: str
+    topic: str | None
+    queue: Queue2 | None
+    clients: tuple[str, ...]
+    address: str | None
+    brokers: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class FindingRecord:
+    """One record of the findings topic: a finding that started or ended at event time `at`;
+    `since` is when it began. The JSON shape is docs/events.md's findings contract."""
+
+    status: str                       # "started" | "ended"
+    kind: str
+    group: str
+    system: str
+    topic: str | None
+    queue: Queue2 | None
+    clients: tuple[str, ...]
+    since: int
+    at: int
+    address: str | None = None
+    brokers: tuple[str, ...] = ()
+    detail: Mapping | None = None
+
+    @classmethod
+    def of(cls, status: str, identity: FindingIdentity, key: GroupKey, since: int, at: int,
+           detail: Mapping | None = None) -> FindingRecord:
+        kind, topic, queue, clients, address, brokers = identity
+        return cls(status, kind, key.group, key.system, topic, queue, tuple(clients), since, at,
+                   address, tuple(brokers), detail or None)
+
+    @property
+    def key(self) -> GroupKey:
+        return GroupKey(self.system, self.group)
+
+    @property
+    def identity(self) -> FindingIdentity:
+        return FindingIdentity(self.kind, self.topic, self.queue, self.clients, self.address,
+                               self.brokers)
+
+    def to_json(self) -> bytes:
+        out = {"status": self.status, "kind": self.kind, "group": self.group,
+               "system": self.system, "topic": self.topic,
+               "queue": None if self.queue is None else list(self.queue),
+               "clients": list(self.clients), "since": self.since, "at": self.at}
+        if self.address is not None:
+            out["address"] = self.address
+        if self.brokers:
+            out["brokers"] = list(self.brokers)
+        if self.detail:
+            out["detail"] = self.detail
+        return json.dumps(out).encode()
+
+    @classmethod
+    def from_json(cls, payload: bytes | str) -> FindingRecord:
+        data = json.loads(payload)
+        queue = data.get("queue")
+        return cls(data["status"], data["kind"], data["group"], data["system"], data.get("topic"),
+                   None if queue is None else (queue[0], queue[1]), tuple(data["clients"]),
+                   data["since"], data["at"], data.get("address"),
+                   tuple(data.get("brokers") or ()), data.get("detail"))
+
+
+@dataclass(frozen=True)
+class GroupMetrics:
+    """Everything the exporter shows of one group: the job's per-group series (docs/metrics.md).
+    Per-topic fields map topic -> value; `client_queues` maps client id -> queues."""
+
+    system: str
+    group: str
+    event_time_ms: int                # the newest event time the group has applied
+    members: int
+    queues: Mapping[str, int]
+    double_assigned: Mapping[str, int]
+    orphaned: Mapping[str, int]
+    conflict_since_ms: int | None     # start of the oldest open double assignment or orphan
+    skew_ratio: float
+    idle_clients: int
+    subscription_inconsistent: int
+    strategy_inconsistent: int
+    client_id_collisions: int
+    view_divergent_clients: int
+    broker_view_divergent: int
+    allocation_mismatch_clients: int
+    rebalances_total: int
+    queue_moves_total: int
+    late_events_total: int
+    client_queues: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def key(self) -> GroupKey:
+        return GroupKey(self.system, self.group)
+
+    def to_json(self) -> bytes:
+        return json.dumps(self.__dict__).encode()
+
+    @classmethod
+    def from_json(cls, payload: bytes | str) -> GroupMetrics:
+        return cls(**json.loads(payload))
+
+
+@dataclass(frozen=True)
+class StepOutput:
+    """One group's step: the state to store (None: the group is gone), its metrics (None when
+    gone), the finding records to publish in order, and when Spark should wake the group next
+    (event time, ms) if no event comes first."""
+
+    blob: bytes | None
+    metrics: GroupMetrics | None
+    findings: list[FindingRecord]
+    next_timeout_ms: int | None
