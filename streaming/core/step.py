@@ -75,6 +75,16 @@ from streaming.core.state.group import (
 )
 from streaming.core.state.rerun import claims_of, rerun
 
+LONG_AGO = -(2**62)
+
+# The times a step deals in, all event time in ms:
+#   clock          a state's newest event time;
+#   state.now      the time up to which a state's sessions have been expired;
+#   now            the time this step runs to: max(clock, watermark, every `now` stored), computed
+#                  once per step by `_step_now` and passed down;
+#   horizon        the reorder window's lower edge: the settled state is the group at it;
+#   published      (time, offset) up to which finding transitions have been published.
+
 
 @dataclass(frozen=True)
 class StepConfig:
@@ -86,99 +96,89 @@ class StepConfig:
         return self.kafka_session_timeout_ms if system == "kafka" else self.session_timeout_ms
 
 
+class Replay:
+    """A group's state as a step carries it through events and expiries, with what the step
+    keeps beside it and never stores: the claims and findings of the last re-run (so that each
+    change is compared with them), and the finding transitions after the published point
+    (`log`; None when the replay is not publishing: already published, or a restore)."""
+
+    __slots__ = ("state", "claims", "findings", "log", "published")
+
+    def __init__(self, state: GroupState, published: tuple[int, int] | None = None) -> None:
+        self.state = state
+        self.claims = claims_of(state)
+        self.findings: fnd.GroupFindings | None = None
+        self.log: list[fnd.Transition] | None = None if published is None else []
+        self.published = published if published is not None else (LONG_AGO, -1)
+
+    def current_findings(self) -> fnd.GroupFindings:
+        if self.findings is None:
+            self.findings = fnd.compute(self.state)
+        return self.findings
+
+
 def step(blob: bytes | None, events: Sequence[tuple[Event, int]], *,
          watermark_ms: int | None = None, config: StepConfig = StepConfig()) -> StepOutput:
     """Decode (None = new group), apply, find, publish the transitions since the last step,
-    encode."""
+    encode. The full replay of the reorder window (`_replay_window`) is the definition; when
+    the events all come after the stored view (`_following`), one of three shorter ways gives
+    the same output and blob, by where the window's new lower edge falls: where it was
+    (`_onto_view_edge_kept`), inside the new events (`_onto_view_edge_in_new_events`), or
+    past some stored events only (`_onto_view_edge_past_window`). The differential property
+    tests (tests/unit/test_step_properties.py) check each against the full replay."""
     if blob is None:
         if not events:
             return StepOutput(None, None, [], None)
         first, _ = min(events, key=_order)
         state = GroupState(first.group, first.system, config.timeout_for(first.system))
-        stored, following = Stored(state, [], -(2**62), {}, -(2**62)), None
-    else:
-        body = decode_body(blob)
-        following = _following(body, events, watermark_ms, config)
-        if following is not None and following.horizon == body.horizon:
-            return _step_within_window(body, following)
-        if following is not None and following.events[0][0].ts < following.horizon:
-            return _step_past_window(body, following)
-        stored = body.stored(with_view=following is not None)
-    stored.settled.session_timeout_ms = config.timeout_for(stored.settled.system)
-    cursor = (stored.now, stored.now_offset)
+        return _replay_window(Stored(state, [], LONG_AGO, {}, LONG_AGO), events, watermark_ms, config)
+    body = decode_body(blob)
+    following = _following(body, events, watermark_ms, config)
     if following is None:
-        view, (settled, pending, horizon) = _advance(stored, events, watermark_ms, config, cursor)
-    else:
-        view, (settled, pending, horizon) = _advance_in_order(stored, following, cursor)
-    return _conclude(view, stored.published, cursor, Stored(settled, pending, horizon, {}, 0))
-
-
-def _conclude(view: GroupState, published: dict, cursor: tuple[int, int],
-              kept: Stored) -> StepOutput:
-    """Findings of the view, the transitions to publish after `cursor`, the new blob (`kept`
-    gives its settled state and window)."""
-    current = findings_of(view)
-    now = view.now
-    open_now = {f.identity: view.since.get(f.identity, now) for f in current.findings}
-    by_identity = {f.identity: f for f in current.findings}
-    key = GroupKey(view.system, view.group)
-    changes = fnd.publish(published, view.log, open_now, by_identity, key, cursor[0])
-    if not view.members and now > view.clock + view.session_timeout_ms:
-        changes += fnd.diff(open_now, {}, {}, key, now)
-        return StepOutput(None, None, changes, None)
-    reached = max(cursor, (now, -1), *((e.ts, o) for e, o in kept.pending[-1:]))
-    kept.published, (kept.now, kept.now_offset) = open_now, reached
-    # With no event inside the window, the view is the settled state plus expiry: the next step
-    # gets it as cheaply by replaying nothing, so it is not stored twice.
-    kept.view = view if kept.pending or kept.pending_raw else None
-    # Spark wakes the group at its next expiry (of a member, a broker's entry, or the group
-    # itself), so a group that goes quiet still expires, and its series go, in event time.
-    return StepOutput(encode(kept), fnd.metrics(view, current), changes, next_deadline(view))
+        return _replay_window(body.stored(with_view=False), events, watermark_ms, config)
+    if following.horizon == body.horizon:
+        return _onto_view_edge_kept(body, following)
+    if following.events[0][0].ts < following.horizon:
+        return _onto_view_edge_in_new_events(body, following)
+    return _onto_view_edge_past_window(body.stored(with_view=True), following, config)
 
 
 def metrics_of(blob: bytes) -> GroupMetrics:
     """The group's metrics from its blob alone (rebuilds /metrics after a restart)."""
     stored = decode(blob)
-    view = stored.settled
-    view.claims_cache = claims_of(view)
-    _replay(view, stored.pending, stored.now)
-    return fnd.metrics(view, findings_of(view))
+    view = _replay(Replay(stored.settled), stored.pending, stored.now)
+    return fnd.metrics(view.state, view.current_findings())
 
 
-def _order(item: tuple[Event, int]) -> tuple[int, int]:
-    return (item[0].ts, item[1])
-
-
-def _advance(stored: Stored, events, watermark_ms, config, cursor):
-    """Merge too-late events into the settled state, replay the window (logging the finding
-    transitions after `cursor`), cut the new settled state at the new horizon.
-    Returns (view state, (settled, pending, horizon))."""
-    state = stored.settled
-    late = sorted((item for item in events if item[0].ts < stored.horizon), key=_order)
-    if state.claims_cache is None:
-        state.claims_cache = claims_of(state)
-    for event, offset in late:
-        state.late_events += 1
-        _react(state, apply_event(state, event), state.now, offset)
-    state.log, state.log_after = [], cursor
+def _replay_window(stored: Stored, events, watermark_ms, config: StepConfig) -> StepOutput:
+    """The full replay, which every other way equals: merge too-late events into the settled
+    state, replay the window with the new events (publishing the transitions after the
+    published point), cut the new settled state at the new horizon."""
+    stored.settled.session_timeout_ms = config.timeout_for(stored.settled.system)
+    published = (stored.now, stored.now_offset)
+    settled = Replay(stored.settled)
+    for event, offset in sorted((item for item in events if item[0].ts < stored.horizon),
+                                key=_order):
+        settled.state.late_events += 1
+        _react(settled, apply_event(settled.state, event), settled.state.now, offset)
     window = sorted([*stored.pending, *(i for i in events if i[0].ts >= stored.horizon)],
                     key=_order)
+    state = settled.state
     clock = max([state.clock, *(e.ts for e, _ in window)])
-    now = max(clock, watermark_ms or 0, state.now, stored.now)
+    now = _step_now(clock, watermark_ms, state.now, stored.now)
     horizon = _next_horizon(stored.horizon, clock, watermark_ms, config.reorder_window_ms)
-    pending = _settle(state, window, horizon)
-    settled = render_state(state)        # rendered now: the replay below goes on mutating it
-    view = _replay(state, pending, now)
-    return view, (settled, pending, horizon)
+    view = _publishing(settled, published)
+    pending = _settle(view, window, horizon)
+    settled_text = render_state(view.state)  # rendered now: the replay below goes on with it
+    _replay(view, pending, now)
+    return _conclude(view, stored.published, published, Stored(settled_text, pending, horizon, {}, 0))
 
 
 class Following(NamedTuple):
     """A step whose events all come after the stored view: its events in (ts, offset) order,
-    the group's clock, the window's new lower edge and the time up to which the step expires
-    sessions."""
+    the window's new lower edge and the time the step runs to."""
 
     events: list
-    clock: int
     horizon: int
     now: int
 
@@ -197,138 +197,177 @@ def _following(body: StoredBody, events, watermark_ms, config) -> Following | No
     settled_clock, settled_now = body.settled_clock_and_now()
     clock = max(settled_clock, last[0] if last is not None else settled_clock, new[-1][0].ts)
     horizon = _next_horizon(body.horizon, clock, watermark_ms, config.reorder_window_ms)
-    return Following(new, clock, horizon, max(clock, watermark_ms or 0, settled_now, body.now))
+    return Following(new, horizon, _step_now(clock, watermark_ms, settled_now, body.now))
 
 
-def _step_within_window(body: StoredBody, following: Following) -> StepOutput:
-    """The window's lower edge stays: the new events go onto the view, the settled state and the
-    stored window are kept as they are (not even converted)."""
-    cursor = (body.now, body.now_offset)
-    view = _onto_view(body.view(), following, cursor)
+def _onto_view_edge_kept(body: StoredBody, following: Following) -> StepOutput:
+    """The window's lower edge stays, so the settled state and the stored window stay as they
+    are (not even converted) and the new events go onto the view. Equal to the full replay
+    because the view is the replay of that same window up to its `now`, and the new events all
+    come after both (`_following`)."""
+    published = (body.now, body.now_offset)
+    view = _onto_view(body.view(), following, published)
     kept = Stored(body.settled_text(), following.events, following.horizon, {}, 0,
                   pending_raw=body.pending_raw())
-    return _conclude(view, body.published(), cursor, kept)
+    return _conclude(view, body.published(), published, kept)
 
 
-def _step_past_window(body: StoredBody, following: Following) -> StepOutput:
+def _onto_view_edge_in_new_events(body: StoredBody, following: Following) -> StepOutput:
     """The window's new lower edge lies past the stored window and inside the new events: the
-    view goes on through the new events, and the settled state is cut from it at the edge
-    (the stored window's replay would repeat, re-run for re-run, what the view already is)."""
-    cursor = (body.now, body.now_offset)
-    view = _recording(body.view(), cursor)
+    view goes on through the new events, and the settled state is cut from it at the edge.
+    Equal to the full replay because that replay would apply the whole stored window before the
+    edge too, re-run for re-run what the view already is."""
+    published = (body.now, body.now_offset)
+    view = _publishing(Replay(body.view()), published)
     pending = _settle(view, following.events, following.horizon)
-    settled = render_state(view)
+    settled_text = render_state(view.state)
     _replay(view, pending, following.now)
-    return _conclude(view, body.published(), cursor,
-                     Stored(settled, pending, following.horizon, {}, 0))
+    return _conclude(view, body.published(), published,
+                     Stored(settled_text, pending, following.horizon, {}, 0))
 
 
-def _advance_in_order(stored: Stored, following: Following, cursor):
-    """`_advance` without the window replay: only stored events leave the window, onto the
-    settled state; the new ones go onto the stored view."""
-    state = stored.settled
-    state.claims_cache = claims_of(state)
-    pending = _settle(state, stored.pending, following.horizon)
-    view = _onto_view(stored.view, following, cursor)
-    return view, (render_state(state), [*pending, *following.events], following.horizon)
+def _onto_view_edge_past_window(stored: Stored, following: Following,
+                                config: StepConfig) -> StepOutput:
+    """The window's new lower edge lies past some stored events but not into the new ones: only
+    stored events leave the window, onto the settled state (they were published through the
+    view already, so without publishing); the new events go onto the stored view. Equal to the
+    full replay because the settled state and the view each see the same events in the same
+    order as that replay's two parts."""
+    stored.settled.session_timeout_ms = config.timeout_for(stored.settled.system)
+    published = (stored.now, stored.now_offset)
+    settled = Replay(stored.settled)
+    pending = _settle(settled, stored.pending, following.horizon)
+    view = _onto_view(stored.view, following, published)
+    kept = Stored(render_state(settled.state), [*pending, *following.events], following.horizon,
+                  {}, 0)
+    return _conclude(view, stored.published, published, kept)
 
 
-def _onto_view(view: GroupState, following: Following, cursor) -> GroupState:
-    """Apply events that all come after the view, logging the transitions after `cursor`."""
-    _recording(view, cursor)
-    forget_tombstones(view, following.horizon)
+def _onto_view(view_state: GroupState, following: Following, published) -> Replay:
+    """Apply events that all come after the view, publishing the transitions after
+    `published`."""
+    view = _publishing(Replay(view_state), published)
+    forget_tombstones(view.state, following.horizon)
     return _replay(view, following.events, following.now)
 
 
-def _recording(state: GroupState, cursor: tuple[int, int]) -> GroupState:
-    """A decoded state made ready to go on: its claims, and a log of the transitions after
-    `cursor`."""
-    state.claims_cache = claims_of(state)
-    state.log, state.log_after = [], cursor
-    return state
+def _publishing(replay: Replay, published: tuple[int, int]) -> Replay:
+    """From here on, log the finding transitions after `published`."""
+    replay.log, replay.published = [], published
+    return replay
 
 
-def _settle(state: GroupState, items, horizon: int) -> list:
+def _conclude(view: Replay, published: dict, published_at: tuple[int, int],
+              kept: Stored) -> StepOutput:
+    """Findings of the view, the transitions to publish after `published_at`, the new blob
+    (`kept` gives its settled state and window)."""
+    state = view.state
+    current = view.current_findings()
+    now = state.now
+    open_now = {f.identity: state.since.get(f.identity, now) for f in current.findings}
+    by_identity = {f.identity: f for f in current.findings}
+    key = GroupKey(state.system, state.group)
+    changes = fnd.publish(published, view.log, open_now, by_identity, key, published_at[0])
+    if not state.members and now > state.clock + state.session_timeout_ms:
+        changes += fnd.diff(open_now, {}, {}, key, now)
+        return StepOutput(None, None, changes, None)
+    reached = max(published_at, (now, -1), *((e.ts, o) for e, o in kept.pending[-1:]))
+    kept.published, (kept.now, kept.now_offset) = open_now, reached
+    # With no event inside the window, the view is the settled state plus expiry: the next step
+    # gets it as cheaply by replaying nothing, so it is not stored twice.
+    kept.view = state if kept.pending or kept.pending_raw else None
+    # Spark wakes the group at its next expiry (of a member, a broker's entry, or the group
+    # itself), so a group that goes quiet still expires, and its series go, in event time.
+    return StepOutput(encode(kept), fnd.metrics(state, current), changes, next_deadline(state))
+
+
+def _order(item: tuple[Event, int]) -> tuple[int, int]:
+    return (item[0].ts, item[1])
+
+
+def _step_now(clock: int, watermark_ms: int | None, *reached: int) -> int:
+    """The time a step runs to: the group's newest event, or the watermark if later, and never
+    before a time already reached."""
+    return max(clock, watermark_ms or 0, *reached)
+
+
+def _settle(replay: Replay, items, horizon: int) -> list:
     """Apply the items (in order) before the window's lower edge and expire up to it: the state
     becomes the settled state at `horizon`. Returns the items from the edge on."""
     cut = next((i for i, (e, _) in enumerate(items) if e.ts >= horizon), len(items))
-    _replay(state, items[:cut], horizon - 1)
-    forget_tombstones(state, horizon)
+    _replay(replay, items[:cut], horizon - 1)
+    forget_tombstones(replay.state, horizon)
     return items[cut:]
 
 
 def _next_horizon(current: int, clock: int, watermark_ms: int | None, window_ms: int) -> int:
     """The window's lower edge: `window_ms` behind the clock (or at the watermark, if later),
     moved only in steps of at least `window_ms`, so that most steps keep the settled state."""
-    wanted = max(clock - window_ms, watermark_ms if watermark_ms is not None else -(2**62))
+    wanted = max(clock - window_ms, watermark_ms if watermark_ms is not None else LONG_AGO)
     return wanted if wanted >= current + window_ms else current
 
 
-def _replay(state: GroupState, items, until: int) -> GroupState:
+def _replay(replay: Replay, items, until: int) -> Replay:
     """Apply items in order, expiring sessions as event time passes, then expire up to until."""
     for event, offset in items:
         ts = event.ts
+        state = replay.state
         if state.deadline_bound <= ts:
-            _expire(state, ts)
+            _expire(replay, ts)
         elif state.now < ts:
             state.now = ts       # what _expire does when nothing is due, without the call
         if not state.members and ts > state.clock + state.session_timeout_ms:
-            _restart(state, event, offset)
-        change = apply_event(state, event)
+            _restart(replay, event, offset)
+        change = apply_event(replay.state, event)
         if change.alloc or change.brokers:
-            _react(state, change, ts, offset)
-    _expire(state, until)
-    return state
+            _react(replay, change, ts, offset)
+    _expire(replay, until)
+    return replay
 
 
-def _restart(state: GroupState, event: Event, offset: int) -> None:
+def _restart(replay: Replay, event: Event, offset: int) -> None:
     """The group was gone (no member, no event for a session timeout): whether or not a batch
     boundary fell in the gap, it starts afresh here, so batching cannot change its counters."""
-    fresh = GroupState(state.group, event.system, state.session_timeout_ms)
-    fresh.since, fresh.now, fresh.claims_cache = {}, event.ts, {}
-    fresh.log, fresh.log_after = state.log, state.log_after
-    _log(state, state.since, {}, [], event.ts, offset)
-    state.__dict__.update(fresh.__dict__)
+    old = replay.state
+    _log(replay, old.since, {}, [], event.ts, offset)
+    fresh = GroupState(old.group, event.system, old.session_timeout_ms)
+    fresh.now = event.ts
+    replay.state, replay.claims, replay.findings = fresh, {}, None
 
 
-def _expire(state: GroupState, until: int) -> None:
-    while (expired := expire_next(state, until)) is not None:
-        _react(state, expired[1], expired[0])
-    state.now = max(state.now, until)
+def _expire(replay: Replay, until: int) -> None:
+    while (expired := expire_next(replay.state, until)) is not None:
+        _react(replay, expired[1], expired[0])
+    replay.state.now = max(replay.state.now, until)
 
 
-def _react(state: GroupState, change: Change, at: int, offset: int = -1) -> None:
+def _react(replay: Replay, change: Change, at: int, offset: int = -1) -> None:
     """After a change at event time `at` (by the event at `offset`; -1 = a session expiry):
     re-run if needed, count churn, track `since`, log the findings that started or ended."""
+    state = replay.state
     state.now = max(state.now, at)
     if not change.any:
         return
     if change.alloc:
-        before = state.claims_cache
+        before = replay.claims
         rerun(state, change.members)
         after = claims_of(state)
         if _nonempty(before) != _nonempty(after):
             state.rebalances += 1
             state.queue_moves += _moves(before, after)
-        state.claims_cache = after
+        replay.claims = after
     since = state.since
-    if change.alloc or state.findings_cache is None:
-        state.findings_cache = fnd.compute(state)
+    if change.alloc or replay.findings is None:
+        replay.findings = fnd.compute(state)
     else:
-        state.findings_cache = fnd.with_new_broker_lists(state, state.findings_cache)
-    state.since = {f.identity: since.get(f.identity, at) for f in state.findings_cache.findings}
-    _log(state, since, state.since, state.findings_cache.findings, at, offset)
+        replay.findings = fnd.with_new_broker_lists(state, replay.findings)
+    state.since = {f.identity: since.get(f.identity, at) for f in replay.findings.findings}
+    _log(replay, since, state.since, replay.findings.findings, at, offset)
 
 
-def _log(state: GroupState, before: dict, after: dict, found: list, at: int, offset: int) -> None:
-    if state.log is not None and (at, offset) > state.log_after:
-        state.log += fnd.transitions(before, after, found, at, offset)
-
-
-def findings_of(state: GroupState) -> fnd.GroupFindings:
-    if state.findings_cache is None:
-        state.findings_cache = fnd.compute(state)
-    return state.findings_cache
+def _log(replay: Replay, before: dict, after: dict, found: list, at: int, offset: int) -> None:
+    if replay.log is not None and (at, offset) > replay.published:
+        replay.log += fnd.transitions(before, after, found, at, offset)
 
 
 def _nonempty(claims) -> dict:

@@ -22,8 +22,8 @@ from streaming.core.allocation import allocate, sort_client_ids, sort_queues
 from streaming.core.state.codec import Stored, decode, encode
 from streaming.core.state.events import parse_event
 from streaming.core.state.group import GroupState, apply_event
-from streaming.core.state.rerun import claims_of, rerun
-from streaming.core.step import StepConfig, _react, findings_of, step
+from streaming.core.state.rerun import rerun
+from streaming.core.step import Replay, StepConfig, _react, step
 from tests.benchmarks.machine import describe_machine
 
 T0 = 1_700_000_000_000
@@ -54,9 +54,9 @@ def build_blob(clients: int) -> bytes:
     for i in range(clients):
         apply_event(state, one(heartbeat(f"c{i:04d}", T0)))
     rerun(state)
-    state.claims_cache = claims_of(state)
-    _react(state, apply_event(state, one(heartbeat("c0000", T0))), T0)
-    state.since = {f.identity: T0 for f in findings_of(state).findings}
+    replay = Replay(state)
+    _react(replay, apply_event(state, one(heartbeat("c0000", T0))), T0)
+    state.since = {f.identity: T0 for f in replay.current_findings().findings}
     state.now = T0
     return encode(Stored(state, [], T0 - 1, dict(state.since), T0))
 
@@ -84,13 +84,12 @@ def bench_step(blob: bytes, raws: list[dict], config: StepConfig) -> tuple[list,
 
 
 def bench_core(blob: bytes, raws: list[dict]) -> list[float]:
-    state = decode(blob).settled
-    state.claims_cache = claims_of(state)
+    replay = Replay(decode(blob).settled)
     times = []
     for raw in raws:
         event = one(raw)
         start = time.perf_counter()
-        _react(state, apply_event(state, event), event.ts)
+        _react(replay, apply_event(replay.state, event), event.ts)
         times.append(time.perf_counter() - start)
     return times
 

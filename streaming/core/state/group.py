@@ -97,12 +97,6 @@ class GroupState:
     queue_moves: int = 0
     late_events: int = 0
     deadline_bound: int = NEVER      # lower bound of the next expiry; refreshes only raise it
-    claims_cache: dict | None = field(default=None, repr=False, compare=False)   # not stored
-    findings_cache: object = field(default=None, repr=False, compare=False)      # not stored
-    # Finding transitions after `log_after` ((event time, offset)), kept while step() replays;
-    # None = not recording. Not stored: every step rebuilds it by replaying its window.
-    log: list | None = field(default=None, repr=False, compare=False)
-    log_after: tuple[int, int] = field(default=(-NEVER, -1), repr=False, compare=False)
 
     def live_members(self) -> list[Member]:
         """Members in a canonical order (client_id, address)."""
