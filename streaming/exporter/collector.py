@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
+from typing import Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -90,21 +91,35 @@ class ClientSeriesPolicy:
     max_per_group: int = 500
 
 
+class GroupText(Protocol):
+    """What keeps the groups' exposition text (exposition.GroupFamiliesText)."""
+
+    def put(self, metrics: GroupMetrics) -> None: ...
+
+    def remove(self, key: GroupKey) -> None: ...
+
+
 class SnapshotStore:
     """Thread-safe latest metrics per (system, group), plus job health. Written by the job's
-    foreachBatch on the driver, read by the scrape thread."""
+    foreachBatch on the driver, read by the scrape thread. A `text` is kept up to date with the
+    groups."""
 
-    def __init__(self) -> None:
+    def __init__(self, text: GroupText | None = None) -> None:
         self._lock = threading.Lock()
+        self._text = text
         self._groups: dict[GroupKey, GroupMetrics] = {}
         self._health = JobHealth()
         self._recent_findings: deque[FindingRecord] = deque(maxlen=200)
 
     def replace_group(self, metrics: GroupMetrics) -> None:
+        if self._text is not None:
+            self._text.put(metrics)
         with self._lock:
             self._groups[metrics.key] = metrics
 
     def remove_group(self, key: GroupKey) -> None:
+        if self._text is not None:
+            self._text.remove(key)
         with self._lock:
             self._groups.pop(key, None)
 
@@ -126,6 +141,10 @@ class SnapshotStore:
         with self._lock:
             return self._groups.get(key)
 
+    def group_count(self) -> int:
+        with self._lock:
+            return len(self._groups)
+
     def groups(self) -> list[GroupMetrics]:
         with self._lock:
             return [self._groups[k] for k in sorted(self._groups)]
@@ -136,60 +155,77 @@ class SnapshotStore:
 
 
 class RebalanceCollector(Collector):
-    """Builds every rebalance_* family from a SnapshotStore on each scrape."""
+    """Builds every rebalance_* family from a SnapshotStore on each scrape: the per-group families,
+    then the job's own (JobHealthCollector). The job serves the per-group families as text kept
+    rendered (exposition.GroupFamiliesText); this collector is what that text must equal."""
 
     def __init__(self, store: SnapshotStore, clients: ClientSeriesPolicy = ClientSeriesPolicy(),
                  clock=time.time) -> None:
         self._store = store
         self._clients = clients
-        self._clock = clock
+        self._health = JobHealthCollector(store, clock)
 
     def collect(self) -> Iterator[Metric]:
-        groups = self._store.groups()
-        health = self._store.health()
-        yield from self._group_metrics(groups, health)
-        yield from self._health_metrics(groups, health)
+        yield from group_families(self._store.groups(), self._store.health(), self._clients)
+        yield from self._health.collect()
 
     def describe(self) -> list[Metric]:
         """The families, without samples: lets the registry answer a scrape that asks for some
         (`/metrics?name[]=rebalance_double_assigned_queues`) with just those."""
-        return list(RebalanceCollector(SnapshotStore(), self._clients, self._clock).collect())
+        return [*group_families([], JobHealth(), self._clients), *self._health.describe()]
 
-    def _group_metrics(self, groups: list[GroupMetrics], health: JobHealth) -> Iterator[Metric]:
-        for name, doc, value_of in GROUP_GAUGES:
-            family = GaugeMetricFamily(name, doc, labels=GROUP_LABELS)
-            for group in groups:
-                family.add_metric(list(group.key), float(value_of(group)))
-            yield family
-        for name, doc, values_of in TOPIC_GAUGES:
-            family = GaugeMetricFamily(name, doc, labels=GROUP_LABELS + ["topic"])
-            for group in groups:
-                for topic, value in sorted(values_of(group).items()):
-                    family.add_metric([*group.key, topic], float(value))
-            yield family
-        for name, doc, value_of in GROUP_COUNTERS:
-            family = CounterMetricFamily(name, doc, labels=GROUP_LABELS)
-            for group in groups:
-                family.add_metric(list(group.key), float(value_of(group)))
-            yield family
-        yield _conflict_age(groups, health)
-        if self._clients.enabled:
-            yield self._client_queues(groups)
 
-    def _client_queues(self, groups: list[GroupMetrics]) -> Metric:
-        family = GaugeMetricFamily(
-            "rebalance_client_queues", "Queues the monitor's re-run gives this client.",
-            labels=GROUP_LABELS + ["client"])
+def group_families(groups: list[GroupMetrics], health: JobHealth,
+                   clients: ClientSeriesPolicy) -> Iterator[Metric]:
+    """The per-group families, in exposition order, with the samples of `groups`."""
+    for name, doc, value_of in GROUP_GAUGES:
+        family = GaugeMetricFamily(name, doc, labels=GROUP_LABELS)
         for group in groups:
-            loads = sorted(group.client_queues.items())
-            # Keep the most loaded clients when capping: they are the ones an operator looks for.
-            if len(loads) > self._clients.max_per_group:
-                loads = sorted(loads, key=lambda kv: (-kv[1], kv[0]))[: self._clients.max_per_group]
-            for client, value in loads:
-                family.add_metric([*group.key, client], float(value))
-        return family
+            family.add_metric(list(group.key), float(value_of(group)))
+        yield family
+    for name, doc, values_of in TOPIC_GAUGES:
+        family = GaugeMetricFamily(name, doc, labels=GROUP_LABELS + ["topic"])
+        for group in groups:
+            for topic, value in sorted(values_of(group).items()):
+                family.add_metric([*group.key, topic], float(value))
+        yield family
+    for name, doc, value_of in GROUP_COUNTERS:
+        family = CounterMetricFamily(name, doc, labels=GROUP_LABELS)
+        for group in groups:
+            family.add_metric(list(group.key), float(value_of(group)))
+        yield family
+    yield conflict_age(groups, health)
+    if clients.enabled:
+        yield _client_queues(groups, clients.max_per_group)
 
-    def _health_metrics(self, groups: list[GroupMetrics], health: JobHealth) -> Iterator[Metric]:
+
+def _client_queues(groups: list[GroupMetrics], max_per_group: int) -> Metric:
+    family = GaugeMetricFamily(
+        "rebalance_client_queues", "Queues the monitor's re-run gives this client.",
+        labels=GROUP_LABELS + ["client"])
+    for group in groups:
+        loads = sorted(group.client_queues.items())
+        # Keep the most loaded clients when capping: they are the ones an operator looks for.
+        if len(loads) > max_per_group:
+            loads = sorted(loads, key=lambda kv: (-kv[1], kv[0]))[:max_per_group]
+        for client, value in loads:
+            family.add_metric([*group.key, client], float(value))
+    return family
+
+
+class JobHealthCollector(Collector):
+    """The job's own families from a SnapshotStore's JobHealth: events, rejects, batches, lag and
+    the number of groups tracked."""
+
+    def __init__(self, store: SnapshotStore, clock=time.time) -> None:
+        self._store = store
+        self._clock = clock
+
+    def describe(self) -> list[Metric]:
+        return list(JobHealthCollector(SnapshotStore(), self._clock).collect())
+
+    def collect(self) -> Iterator[Metric]:
+        health = self._store.health()
         events = CounterMetricFamily(
             "rebalance_monitor_events", "Valid events applied, by type.", labels=["type"])
         for event_type, count in sorted(health.events_total.items()):
@@ -212,10 +248,11 @@ class RebalanceCollector(Collector):
             lag = max(0.0, self._clock() - health.max_event_time_ms / 1000.0)
         yield GaugeMetricFamily("rebalance_monitor_input_lag_seconds",
                                 "Now minus the newest event time the job has applied.", value=lag)
-        yield GaugeMetricFamily("rebalance_monitor_groups", "Groups tracked.", value=len(groups))
+        yield GaugeMetricFamily("rebalance_monitor_groups", "Groups tracked.",
+                                value=self._store.group_count())
 
 
-def _conflict_age(groups: list[GroupMetrics], health: JobHealth) -> Metric:
+def conflict_age(groups: list[GroupMetrics], health: JobHealth) -> Metric:
     # Age is measured on the job's event-time clock (the newest event time it has seen), so a
     # replay or a simulated fleet gives the same ages as the live run did.
     family = GaugeMetricFamily(

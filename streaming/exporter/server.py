@@ -1,10 +1,26 @@
-"""The /metrics HTTP endpoint: configure, start, stop (in that order, Burrow-style)."""
+"""The /metrics HTTP endpoint: configure, start, stop (in that order, Burrow-style).
+
+A scrape is answered in Prometheus' text format (0.0.4) without compression: the text kept
+rendered for the groups (exposition.GroupFamiliesText, given as `rendered`), then what the
+registry's collectors give. `?name[]=` restricts both, as prometheus_client does."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from urllib.parse import parse_qs
+from wsgiref.simple_server import make_server
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, generate_latest, make_wsgi_app
+from prometheus_client.exposition import (
+    CONTENT_TYPE_PLAIN_0_0_4,
+    ThreadingWSGIServer,
+    _get_best_family,
+    _SilentHandler,
+)
+
+RenderedText = Callable[[Collection[str] | None], str]
 
 
 @dataclass(frozen=True)
@@ -13,16 +29,43 @@ class MetricsServerConfig:
     port: int = 9108
 
 
+def metrics_app(registry: CollectorRegistry, rendered: RenderedText | None = None):
+    """The WSGI app: prometheus_client's own, with the rendered text put first on a scrape."""
+    plain = make_wsgi_app(registry)
+    if rendered is None:
+        return plain
+
+    def app(environ, start_response):
+        if environ["REQUEST_METHOD"] != "GET" or environ["PATH_INFO"] == "/favicon.ico":
+            return plain(environ, start_response)
+        names = parse_qs(environ.get("QUERY_STRING", "")).get("name[]")
+        collectors = registry.restricted_registry(names) if names else registry
+        body = rendered(names).encode() + generate_latest(collectors)
+        start_response("200 OK", [("Content-Type", CONTENT_TYPE_PLAIN_0_0_4),
+                                  ("Content-Length", str(len(body)))])
+        return [body]
+
+    return app
+
+
 class MetricsServer:
-    def __init__(self, config: MetricsServerConfig, registry: CollectorRegistry) -> None:
+    def __init__(self, config: MetricsServerConfig, registry: CollectorRegistry,
+                 rendered: RenderedText | None = None) -> None:
         self._config = config
-        self._registry = registry
+        self._app = metrics_app(registry, rendered)
         self._server = None
         self._thread = None
 
     def start(self) -> None:
-        self._server, self._thread = start_http_server(
-            self._config.port, addr=self._config.host, registry=self._registry)
+        class Server(ThreadingWSGIServer):
+            pass
+
+        Server.address_family, host = _get_best_family(self._config.host, self._config.port)
+        self._server = make_server(host, self._config.port, self._app, Server,
+                                   handler_class=_SilentHandler)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="metrics",
+                                        daemon=True)
+        self._thread.start()
 
     @property
     def port(self) -> int:

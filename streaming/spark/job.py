@@ -32,9 +32,10 @@ from streaming.core.step import metrics_of
 from streaming.delivery import DeliveryStats, Outbox, RetryPolicy
 from streaming.exporter import (
     ClientSeriesPolicy,
+    GroupFamiliesText,
+    JobHealthCollector,
     MetricsServer,
     MetricsServerConfig,
-    RebalanceCollector,
     SnapshotStore,
 )
 from streaming.exporter.health import DeliveryCollector, RestartCounter, SourceCollector
@@ -164,22 +165,26 @@ class Monitor:
     def __init__(self, config: JobConfig, spark: SparkSession) -> None:
         self.config = config
         self.spark = spark
-        self.store = SnapshotStore()
+        self.group_text = GroupFamiliesText(
+            ClientSeriesPolicy(config.client_metrics, config.max_client_series))
+        self.store = SnapshotStore(self.group_text)
         self.delivery = DeliveryStats()
         self.restarts = RestartCounter()
         self.source_probe = SourceProbe(
             kafka_client.client_settings(config.bootstrap_servers, config.kafka_options),
             config.topic)
         self.registry = CollectorRegistry()
-        self.registry.register(RebalanceCollector(
-            self.store, ClientSeriesPolicy(config.client_metrics, config.max_client_series)))
+        self.registry.register(JobHealthCollector(self.store))
         self.registry.register(SourceCollector(self.source_probe.health))
         self.registry.register(DeliveryCollector(self.delivery))
         self.registry.register(self.restarts)
         self.metrics = MetricsServer(MetricsServerConfig(config.metrics_host, config.metrics_port),
-                                     self.registry)
+                                     self.registry, self._group_families)
         self.query: StreamingQuery | None = None
         self._sink: BatchSink | None = None
+
+    def _group_families(self, names) -> str:
+        return self.group_text.render(self.store.health(), names)
 
     def start(self) -> None:
         """Raises CheckpointLayoutError, before serving anything, on a checkpoint of another

@@ -1,0 +1,146 @@
+"""The job's /metrics (group families kept rendered, then the registry) equals, byte for byte,
+what prometheus_client gives for a registry with RebalanceCollector, after any sequence of
+changes, and for any `name[]` a scrape asks for."""
+
+import urllib.request
+from io import BytesIO
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry, generate_latest
+
+from streaming.core.contract import GroupKey
+from streaming.exporter import (
+    ClientSeriesPolicy,
+    GroupFamiliesText,
+    JobHealthCollector,
+    MetricsServer,
+    MetricsServerConfig,
+    RebalanceCollector,
+    SnapshotStore,
+)
+from streaming.exporter.exposition import AGE
+from streaming.exporter.server import metrics_app
+from tests.unit.state_helpers import group_metrics
+
+pytestmark = pytest.mark.unit
+
+CLOCK = 50.0
+NAMES = ["rebalance_group_members", "rebalance_double_assigned_queues", "rebalance_rebalances",
+         "rebalance_rebalances_total", AGE, "rebalance_client_queues", "rebalance_monitor_groups",
+         "rebalance_monitor_events_total", "no_such_family"]
+# Label values a real group, topic or client id may hold, escapes included.
+label_text = st.sampled_from(["g", "order-service", 'quo"te', "back\\slash", "new\nline", "ünï",
+                              "%RETRY%g", ""])
+counts = st.dictionaries(label_text, st.integers(0, 5), max_size=3)
+metrics = st.builds(
+    group_metrics, label_text, st.sampled_from(["kafka", "rocketmq"]),
+    event_time_ms=st.integers(0, 40_000), members=st.integers(0, 9), queues=counts,
+    double_assigned=counts, orphaned=counts,
+    conflict_since_ms=st.none() | st.integers(0, 40_000),
+    skew_ratio=st.sampled_from([1.0, 1.5, 2.0 / 3.0, 1e-7]), idle_clients=st.integers(0, 3),
+    rebalances_total=st.integers(0, 3), client_queues=counts)
+operations = st.lists(st.one_of(
+    st.tuples(st.just("put"), metrics),
+    st.tuples(st.just("remove"), st.builds(GroupKey, st.sampled_from(["kafka", "rocketmq"]),
+                                           label_text)),
+    st.tuples(st.just("clock"), st.integers(0, 60_000))), max_size=25)
+policies = st.builds(ClientSeriesPolicy, st.booleans(), st.integers(1, 3))
+
+
+def job_side(policy):
+    text = GroupFamiliesText(policy)
+    store = SnapshotStore(text)
+    registry = CollectorRegistry()
+    registry.register(JobHealthCollector(store, clock=lambda: CLOCK))
+    app = metrics_app(registry, lambda names: text.render(store.health(), names))
+    return store, app
+
+
+def reference(store, policy):
+    registry = CollectorRegistry()
+    registry.register(RebalanceCollector(store, policy, clock=lambda: CLOCK))
+    return registry
+
+
+def scrape(app, query=""):
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/metrics", "QUERY_STRING": query,
+               "wsgi.input": BytesIO()}
+    status = []
+    body = b"".join(app(environ, lambda s, headers: status.append((s, dict(headers)))))
+    assert status[0][0] == "200 OK"
+    return body
+
+
+def apply(store, operation):
+    kind, value = operation
+    if kind == "put":
+        store.replace_group(value)
+    elif kind == "remove":
+        store.remove_group(value)
+    else:
+        store.update_health(max_event_time_ms=value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(policies, operations, st.lists(st.sampled_from(NAMES), max_size=3))
+def test_the_served_text_equals_prometheus_clients_after_any_changes(policy, ops, names):
+    store, app = job_side(policy)
+    for operation in ops:
+        apply(store, operation)
+        assert scrape(app) == generate_latest(reference(store, policy))
+    query = "&".join(f"name[]={name}" for name in names)
+    expected = generate_latest(reference(store, policy).restricted_registry(names)) if names \
+        else generate_latest(reference(store, policy))
+    assert scrape(app, query) == expected
+
+
+def test_a_group_is_rendered_again_only_when_what_it_shows_changed():
+    text = GroupFamiliesText(ClientSeriesPolicy())
+    store = SnapshotStore(text)
+    store.replace_group(group_metrics("g", members=3, event_time_ms=1_000))
+    first = text.render(store.health())
+    store.replace_group(group_metrics("g", members=3, event_time_ms=2_000))
+    assert text.render(store.health()) is not first
+    assert text.render(store.health()) == first
+    store.replace_group(group_metrics("g", members=4, event_time_ms=3_000))
+    assert 'rebalance_group_members{group="g",system="rocketmq"} 4.0' in text.render(store.health())
+
+
+def test_an_open_conflicts_age_follows_the_jobs_clock_at_each_scrape():
+    text = GroupFamiliesText(ClientSeriesPolicy())
+    store = SnapshotStore(text)
+    store.replace_group(group_metrics("g", conflict_since_ms=4_000, event_time_ms=5_000))
+    store.update_health(max_event_time_ms=16_000)
+    assert 'rebalance_conflict_age_seconds{group="g",system="rocketmq"} 12.0' in text.render(store.health())
+    store.update_health(max_event_time_ms=20_000)
+    assert 'rebalance_conflict_age_seconds{group="g",system="rocketmq"} 16.0' in text.render(store.health())
+
+
+def test_the_server_answers_a_real_http_scrape_with_the_same_bytes():
+    policy = ClientSeriesPolicy()
+    text = GroupFamiliesText(policy)
+    store = SnapshotStore(text)
+    registry = CollectorRegistry()
+    registry.register(JobHealthCollector(store, clock=lambda: CLOCK))
+    server = MetricsServer(MetricsServerConfig("127.0.0.1", 0), registry,
+                           lambda names: text.render(store.health(), names))
+    store.replace_group(group_metrics("g", members=2, double_assigned={"t": 1}, queues={"t": 4},
+                                      conflict_since_ms=1_000, client_queues={"c1": 4}))
+    server.start()
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics") as response:
+            body, content_type = response.read(), response.headers["Content-Type"]
+        one = f"http://127.0.0.1:{server.port}/metrics?name[]=rebalance_double_assigned_queues"
+        with urllib.request.urlopen(one) as response:
+            family = response.read().decode()
+    finally:
+        server.stop()
+    assert body == generate_latest(reference(store, policy))
+    assert content_type.startswith("text/plain; version=0.0.4")
+    assert family.splitlines() == [
+        "# HELP rebalance_double_assigned_queues Queues claimed by two or more live clients "
+        "(double consumption).",
+        "# TYPE rebalance_double_assigned_queues gauge",
+        'rebalance_double_assigned_queues{group="g",system="rocketmq",topic="t"} 1.0']
