@@ -1,0 +1,89 @@
+"""Many groups' blobs in one stored value: the state of one shard of groups.
+
+Spark's per-key cost in applyInPandasWithState (a pandas frame in and out, a state-store row, a
+Python round trip: about 1 ms) was paid once per group and micro-batch; with thousands of
+groups that cost, not the events, set the batch's duration. The job therefore keys its state by
+a shard of groups and keeps each group's own blob (streaming.core.state.codec) inside the
+shard's value, with the group's timeout beside it. A group's blob is copied as bytes, never
+re-encoded, when the group has nothing to do in a batch.
+
+    >>> from streaming.core.contract import GroupKey
+    >>> entries = {GroupKey("kafka", "orders"): ShardEntry(b"blob-1", 5_000),
+    ...            GroupKey("rocketmq", "orders"): ShardEntry(b"blob-2", NO_TIMEOUT)}
+    >>> decode_shard(encode_shard(entries)) == entries
+    True
+    >>> earliest_timeout(entries)
+    5000
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from streaming.core.contract import GroupKey
+
+SHARD_VERSION = 1
+NO_TIMEOUT = -1   # Spark's GroupState.NO_TIMESTAMP: the group is never woken by time alone
+
+# Per entry: the lengths of system, group and blob, then the timeout (event time, ms).
+_ENTRY = struct.Struct(">HHIq")
+
+
+class ShardEntry(NamedTuple):
+    """One group inside a shard: its blob and the event time after which the watermark wakes
+    it (as Spark's EventTimeTimeout would the group's own key: woken when timeout < watermark)."""
+
+    blob: bytes
+    timeout_ms: int
+
+
+class ShardFormatError(ValueError):
+    """Bytes that are not a shard of this version."""
+
+
+def encode_shard(entries: Mapping[GroupKey, ShardEntry]) -> bytes:
+    """Entries in key order, so the same groups give the same bytes."""
+    parts = [bytes((SHARD_VERSION,))]
+    for key in sorted(entries):
+        entry = entries[key]
+        system, group = key.system.encode(), key.group.encode()
+        parts += (_ENTRY.pack(len(system), len(group), len(entry.blob), entry.timeout_ms),
+                  system, group, entry.blob)
+    return b"".join(parts)
+
+
+def decode_shard(value: bytes) -> dict[GroupKey, ShardEntry]:
+    if not value or value[0] != SHARD_VERSION:
+        found = value[0] if value else "nothing"
+        raise ShardFormatError(f"shard format {found}, expected {SHARD_VERSION}")
+    view, at, entries = memoryview(value), 1, {}
+    try:
+        while at < len(view):
+            system_len, group_len, blob_len, timeout_ms = _ENTRY.unpack_from(view, at)
+            at += _ENTRY.size
+            system = bytes(view[at:at + system_len]).decode()
+            at += system_len
+            group = bytes(view[at:at + group_len]).decode()
+            at += group_len
+            blob = bytes(view[at:at + blob_len])
+            at += blob_len
+            if len(blob) != blob_len:
+                raise ShardFormatError("shard cut short")
+            entries[GroupKey(system, group)] = ShardEntry(blob, timeout_ms)
+    except (struct.error, UnicodeDecodeError) as error:
+        raise ShardFormatError(f"shard unreadable: {error}") from None
+    return entries
+
+
+def earliest_timeout(entries: Mapping[GroupKey, ShardEntry]) -> int | None:
+    """When the shard's own key must be woken: its earliest group timeout (None: never)."""
+    timeouts = [entry.timeout_ms for entry in entries.values() if entry.timeout_ms != NO_TIMEOUT]
+    return min(timeouts) if timeouts else None
+
+
+def is_due(entry: ShardEntry, watermark_ms: int | None) -> bool:
+    """Spark's test for an event-time timeout (FlatMapGroupsWithStateExec): timeout < watermark."""
+    return (watermark_ms is not None and entry.timeout_ms != NO_TIMEOUT
+            and entry.timeout_ms < watermark_ms)
