@@ -2,17 +2,21 @@
 
 Spark keeps the state store's key and value schemas in the checkpoint but cannot tell an old
 layout from a new one that happens to fit. Layout 1 keyed state by group name only (a Kafka and
-a RocketMQ group of the same name shared one state); layout 2 keys it by (system, group) and
-stores codec version 2 blobs. Reading a layout-1 checkpoint would misread it, and rebuilding
-state needs only the events, so an old checkpoint is refused with what to do, never migrated in
-place.
+a RocketMQ group of the same name shared one state); layout 2 keyed it by (system, group);
+layout 3 keys it by a shard of groups, each shard's value holding its groups' codec version 2
+blobs (streaming.core.state.shard). A group's shard is a hash of its key modulo the number of
+shards, so that number is part of the layout: the same group in another shard would be a second
+state. Reading an older layout would misread it, and rebuilding state needs only the events, so
+an older checkpoint is refused with what to do, never migrated in place.
 
     >>> from streaming.spark.checkpoint_files import LocalTextFile
     >>> import tempfile, os
     >>> folder = tempfile.mkdtemp()
     >>> marker = LocalTextFile(os.path.join(folder, "monitor", "state-layout.json"))
-    >>> check_layout(marker, "ckpt", has_progress=False)          # a new checkpoint: recorded
-    >>> check_layout(marker, "ckpt", has_progress=True)           # ours: accepted
+    >>> check_layout(marker, "ckpt", has_progress=False, shards=None)   # new: recorded
+    128
+    >>> check_layout(marker, "ckpt", has_progress=True, shards=None)    # ours: its shards
+    128
 """
 
 from __future__ import annotations
@@ -21,8 +25,11 @@ import json
 
 from streaming.spark.checkpoint_files import TextFile, checkpoint_child
 
-STATE_LAYOUT = 2
-STATE_KEY = ("system", "group")
+STATE_LAYOUT = 3
+STATE_KEY = ("shard",)
+# A few dozen groups per shard at 5,000 to 10,000 groups: Spark's per-key cost is paid 128
+# times a batch, and a shard with events re-writes only its own groups' blobs.
+DEFAULT_SHARDS = 128
 
 
 class CheckpointLayoutError(RuntimeError):
@@ -33,26 +40,43 @@ def layout_path(checkpoint: str) -> str:
     return checkpoint_child(checkpoint, "monitor", "state-layout.json")
 
 
-def check_layout(marker: TextFile, checkpoint: str, has_progress: bool) -> None:
+def check_layout(marker: TextFile, checkpoint: str, has_progress: bool,
+                 shards: int | None) -> int:
     """Accept a checkpoint of this layout, record the layout of a new one, refuse the rest.
-    `has_progress`: Spark has already written offsets to the checkpoint."""
+    `has_progress`: Spark has already written offsets to the checkpoint. `shards`: as
+    configured (None: the checkpoint's, or DEFAULT_SHARDS for a new one). Returns the number
+    of shards to run with."""
     text = marker.read()
     if text is None:
         if has_progress:
             raise CheckpointLayoutError(_refusal(checkpoint, 1))
-        marker.write(json.dumps({"state_layout": STATE_LAYOUT, "state_key": list(STATE_KEY)}))
-        return
-    found = json.loads(text).get("state_layout")
+        shards = shards or DEFAULT_SHARDS
+        marker.write(json.dumps({"state_layout": STATE_LAYOUT, "state_key": list(STATE_KEY),
+                                 "state_shards": shards}))
+        return shards
+    recorded = json.loads(text)
+    found = recorded.get("state_layout")
     if found != STATE_LAYOUT:
         raise CheckpointLayoutError(_refusal(checkpoint, found))
+    if shards is not None and shards != recorded["state_shards"]:
+        raise CheckpointLayoutError(
+            f"checkpoint {checkpoint} splits its state into {recorded['state_shards']} shards; "
+            f"--state-shards {shards} would put groups in other shards and read them as new. "
+            f"Leave --state-shards unset (or set it to {recorded['state_shards']}) to go on with "
+            f"this checkpoint, or start a new --checkpoint with {shards}. " + _REBUILD)
+    return recorded["state_shards"]
+
+
+_REBUILD = (
+    "A new checkpoint rebuilds every group from the events topic: with --starting-offsets "
+    "earliest from what the topic still holds, otherwise from the clients' next heartbeats and "
+    "routes (within one session timeout). Per-group counters (rebalances, queue moves) and the "
+    "job's event counters start again from zero.")
 
 
 def _refusal(checkpoint: str, found) -> str:
     return (
         f"checkpoint {checkpoint} holds state of layout {found}; this version reads layout "
-        f"{STATE_LAYOUT} (state keyed by system and group) and will not misread it. "
-        "Start with a new --checkpoint, or move this one aside; keep it to go back to the "
-        "version that wrote it. The new checkpoint rebuilds every group from the events topic: "
-        "with --starting-offsets earliest from what the topic still holds, otherwise from the "
-        "clients' next heartbeats and routes (within one session timeout). Per-group counters "
-        "(rebalances, queue moves) and the job's event counters start again from zero.")
+        f"{STATE_LAYOUT} (state keyed by a shard of groups, each group by system and name) and "
+        "will not misread it. Start with a new --checkpoint, or move this one aside; keep it to "
+        "go back to the version that wrote it. " + _REBUILD)

@@ -158,6 +158,10 @@ class JobConfig:
         "state partitions (tasks of the stateful stage), fixed when the checkpoint is "
         "created; auto: Spark's default parallelism (total cores)", _positive_or_auto,
         default=None, metavar="N|auto", shown_default="auto")
+    state_shards: int | None = option(
+        "groups are kept in this many shards of state (Spark's per-key cost is paid per shard "
+        "and batch), fixed when the checkpoint is created; auto: the checkpoint's, 128 for a "
+        "new one", _positive_or_auto, default=None, metavar="N|auto", shown_default="auto")
     state_store: str = option("state store provider", _one_of("rocksdb", "hdfs"),
                               default="rocksdb", metavar="{rocksdb,hdfs}")
     max_event_bytes: int = option(

@@ -8,7 +8,7 @@ Usage:
         streaming/spark/job.py run --bootstrap-servers ... (the same arguments)
 
 One source, one stateful transformation, one foreachBatch sink:
-    read_event_stream -> route_events -> groupBy(system, group).applyInPandasWithState -> BatchSink
+    read_event_stream -> route_events -> groupBy(shard).applyInPandasWithState -> BatchSink
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import fields
+from dataclasses import fields, replace
 
 from prometheus_client import CollectorRegistry
 from pyspark.errors.exceptions.captured import SparkRuntimeException
@@ -28,6 +28,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from pyspark.sql.streaming.state import GroupStateTimeout
 
+from streaming.core.state.shard import decode_shard
 from streaming.core.step import metrics_of
 from streaming.delivery import DeliveryStats, Outbox, RetryPolicy
 from streaming.exporter import (
@@ -41,7 +42,12 @@ from streaming.exporter import (
 from streaming.exporter.health import DeliveryCollector, RestartCounter, SourceCollector
 from streaming.spark import kafka_client
 from streaming.spark.checkpoint_files import HadoopTextFile, checkpoint_child, hadoop_path_exists
-from streaming.spark.checkpoint_layout import CheckpointLayoutError, check_layout, layout_path
+from streaming.spark.checkpoint_layout import (
+    DEFAULT_SHARDS,
+    CheckpointLayoutError,
+    check_layout,
+    layout_path,
+)
 from streaming.spark.config import JobConfig, config_from_args
 from streaming.spark.config import add_arguments as add_config_arguments
 from streaming.spark.parse import route_events
@@ -97,9 +103,9 @@ def restore_snapshots(spark: SparkSession, checkpoint: str, store: SnapshotStore
         return 0
     restored = 0
     for row in rows:
-        blob = row["value"]["groupState"]["blob"]
-        if blob is not None:
-            store.replace_group(metrics_of(bytes(blob)))
+        shard = row["value"]["groupState"]["blob"]
+        for entry in decode_shard(bytes(shard)).values() if shard is not None else ():
+            store.replace_group(metrics_of(entry.blob))
             restored += 1
     return restored
 
@@ -110,9 +116,10 @@ def start_query(spark: SparkSession, config: JobConfig, sink, state_function=Non
     if state_function is None:
         state_function = make_state_function(config.step_config(), config.max_event_bytes)
     records = read_event_stream(spark, source_config(config))
-    routed = route_events(records, config.max_event_bytes).withWatermark(
+    routed = route_events(records, config.max_event_bytes,
+                          config.state_shards or DEFAULT_SHARDS).withWatermark(
         "event_time", config.watermark_delay)
-    outputs = routed.groupBy("system", "group").applyInPandasWithState(
+    outputs = routed.groupBy("shard").applyInPandasWithState(
         state_function, OUTPUT_SCHEMA, STATE_SCHEMA, "update", GroupStateTimeout.EventTimeTimeout)
     return (outputs.writeStream.queryName(QUERY_NAME)
             .option("checkpointLocation", config.checkpoint)
@@ -190,16 +197,19 @@ class Monitor:
         """Raises CheckpointLayoutError, before serving anything, on a checkpoint of another
         state layout."""
         checkpoint = self.config.checkpoint
-        check_layout(HadoopTextFile(self.spark, layout_path(checkpoint)), checkpoint,
-                     has_progress=hadoop_path_exists(self.spark, checkpoint_child(checkpoint, "offsets")))
+        shards = check_layout(
+            HadoopTextFile(self.spark, layout_path(checkpoint)), checkpoint,
+            has_progress=hadoop_path_exists(self.spark, checkpoint_child(checkpoint, "offsets")),
+            shards=self.config.state_shards)
+        self.config = replace(self.config, state_shards=shards)
         restored = restore_snapshots(self.spark, checkpoint, self.store)
         counters = HadoopTextFile(self.spark, counters_path(self.config.checkpoint))
         self._sink = BatchSink(self.store, counters, make_outbox(self.config, self.delivery),
                                self.config.findings_topic, self.config.dead_letter_topic)
         self.metrics.start()
         self.source_probe.start()
-        log.info("metrics on %s:%s, %d groups restored from the checkpoint",
-                 self.config.metrics_host, self.metrics.port, restored)
+        log.info("metrics on %s:%s, %d groups restored from the checkpoint (%d state shards)",
+                 self.config.metrics_host, self.metrics.port, restored, shards)
         self._listener = ProgressListener(self.store, QUERY_NAME)
         self.spark.streams.addListener(self._listener)
         self.query = start_query(self.spark, self.config, self._sink)

@@ -32,9 +32,11 @@ ENVELOPE_SCHEMA = T.StructType([
 WATERMARK_TRUST_WINDOW_MS = 24 * 3600 * 1000
 
 
-def route_events(records: DataFrame, max_event_bytes: int) -> DataFrame:
-    """key/value/topic/partition/offset/timestamp -> system, group, event_time, offset, value.
-    Unroutable records get UNROUTABLE_KEY as both system and group."""
+def route_events(records: DataFrame, max_event_bytes: int, shards: int) -> DataFrame:
+    """key/value/topic/partition/offset/timestamp -> shard, system, group, event_time, offset,
+    value. Unroutable records get UNROUTABLE_KEY as both system and group. The shard (the
+    state's key) is a hash of (system, group) in [0, shards): xxhash64, Spark's own, so it is
+    the same on every executor and version."""
     envelope = F.from_json(F.col("value").cast("string"), ENVELOPE_SCHEMA)
     enriched = records.select(
         F.col("value"), F.col("offset"), F.col("timestamp").alias("kafka_ts"),
@@ -59,7 +61,8 @@ def route_events(records: DataFrame, max_event_bytes: int) -> DataFrame:
     ).select(F.when(F.col("group").isNull(), F.lit(UNROUTABLE_KEY)).otherwise(F.col("system"))
              .alias("system"),
              F.coalesce(F.col("group"), F.lit(UNROUTABLE_KEY)).alias("group"),
-             "event_time", "offset", "value")
+             "event_time", "offset", "value",
+             ).withColumn("shard", F.pmod(F.xxhash64("system", "group"), F.lit(shards)).cast("int"))
 
 
 def _watermark_time(ts: Column, kafka_ts: Column) -> Column:

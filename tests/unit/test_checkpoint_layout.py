@@ -7,6 +7,7 @@ import pytest
 
 from streaming.spark.checkpoint_files import LocalTextFile
 from streaming.spark.checkpoint_layout import (
+    DEFAULT_SHARDS,
     STATE_LAYOUT,
     CheckpointLayoutError,
     check_layout,
@@ -22,21 +23,37 @@ def marker(tmp_path) -> LocalTextFile:
 
 
 def test_a_new_checkpoint_records_the_layout_and_is_then_accepted(marker):
-    check_layout(marker, "cp", has_progress=False)
-    assert json.loads(marker.read()) == {"state_layout": STATE_LAYOUT,
-                                         "state_key": ["system", "group"]}
-    check_layout(marker, "cp", has_progress=True)
+    assert check_layout(marker, "cp", has_progress=False, shards=None) == DEFAULT_SHARDS
+    assert json.loads(marker.read()) == {"state_layout": STATE_LAYOUT, "state_key": ["shard"],
+                                         "state_shards": DEFAULT_SHARDS}
+    assert check_layout(marker, "cp", has_progress=True, shards=None) == DEFAULT_SHARDS
+    assert check_layout(marker, "cp", has_progress=True, shards=DEFAULT_SHARDS) == DEFAULT_SHARDS
+
+
+def test_the_shards_of_a_new_checkpoint_are_recorded_and_kept_when_unset(marker):
+    assert check_layout(marker, "cp", has_progress=False, shards=7) == 7
+    assert check_layout(marker, "cp", has_progress=True, shards=None) == 7
+
+
+def test_other_shards_than_the_checkpoint_recorded_are_refused(marker):
+    check_layout(marker, "cp", has_progress=False, shards=7)
+    with pytest.raises(CheckpointLayoutError, match="splits its state into 7 shards") as refused:
+        check_layout(marker, "/data/cp", has_progress=True, shards=8)
+    assert "Leave --state-shards unset (or set it to 7)" in str(refused.value)
+    assert json.loads(marker.read())["state_shards"] == 7
 
 
 def test_progress_without_a_marker_is_the_previous_layout_and_is_refused(marker):
     with pytest.raises(CheckpointLayoutError, match="holds state of layout 1") as refused:
-        check_layout(marker, "/data/cp", has_progress=True)
+        check_layout(marker, "/data/cp", has_progress=True, shards=None)
     assert "Start with a new --checkpoint" in str(refused.value)
     assert "/data/cp" in str(refused.value)
     assert marker.read() is None                    # nothing written on a refused checkpoint
 
 
-def test_another_recorded_layout_is_refused(marker):
-    marker.write(json.dumps({"state_layout": 3}))
-    with pytest.raises(CheckpointLayoutError, match="holds state of layout 3"):
-        check_layout(marker, "cp", has_progress=True)
+@pytest.mark.parametrize("layout", [2, 4])
+def test_another_recorded_layout_is_refused(marker, layout):
+    """Layout 2 (one state per (system, group)) is what the previous version recorded."""
+    marker.write(json.dumps({"state_layout": layout, "state_key": ["system", "group"]}))
+    with pytest.raises(CheckpointLayoutError, match=f"holds state of layout {layout}"):
+        check_layout(marker, "cp", has_progress=True, shards=None)

@@ -48,6 +48,7 @@ DEFAULTS = {
     "--client-metrics": True,
     "--max-client-series": 500,
     "--shuffle-partitions": None,
+    "--state-shards": None,
     "--state-store": "rocksdb",
     "--max-event-bytes": 1 << 20,
 }
@@ -74,6 +75,7 @@ GOOD = {
     "client_metrics": ("no", False),
     "max_client_series": ("50", 50),
     "shuffle_partitions": ("4", 4),
+    "state_shards": ("64", 64),
     "state_store": ("hdfs", "hdfs"),
     "max_event_bytes": ("50000", 50_000),
 }
@@ -93,6 +95,7 @@ BAD = {
     "client_metrics": ("enabled", "on or off"),
     "max_client_series": ("many", "whole number"),
     "shuffle_partitions": ("-1", "positive whole number or auto"),
+    "state_shards": ("0", "positive whole number or auto"),
     "state_store": ("memory", "one of rocksdb, hdfs"),
     "max_event_bytes": ("-5", "positive"),
 }
@@ -186,7 +189,8 @@ def test_a_flag_sets_its_field(name):
 
 
 # Defaults whose text is not str(value): a flag giving the default overrides a variable.
-DEFAULT_TEXT = {"fail_on_data_loss": "on", "client_metrics": "on", "shuffle_partitions": "auto"}
+DEFAULT_TEXT = {"fail_on_data_loss": "on", "client_metrics": "on", "shuffle_partitions": "auto",
+                "state_shards": "auto"}
 
 
 @pytest.mark.parametrize("name", sorted(GOOD))

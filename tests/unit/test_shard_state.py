@@ -1,0 +1,223 @@
+"""The state keyed by shards of groups gives, batch for batch, what state keyed by each group gave.
+
+The reference below is Spark's own per-key semantics for applyInPandasWithState with an
+event-time timeout (FlatMapGroupsWithStateExec): a key with rows in the batch is called with
+them; a key without rows whose timeout lies before the watermark is called timed out; each group
+stored its blob and set its timeout to max(next timeout, watermark + 1). A key whose rows were all
+dead letters counts as one without rows, so that no group keeps a timeout the watermark passed. The state function runs
+with pyspark's real GroupState, carried from batch to batch as Spark carries it."""
+
+import json
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyspark.sql import Row
+from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
+
+from streaming.core.contract import GroupKey
+from streaming.core.state.events import parse_event
+from streaming.core.state.shard import (
+    NO_TIMEOUT,
+    ShardEntry,
+    ShardFormatError,
+    decode_shard,
+    encode_shard,
+)
+from streaming.core.step import step
+from streaming.spark.parse import UNROUTABLE_KEY
+from streaming.spark.state_function import (
+    COUNTS,
+    DEAD_LETTER,
+    STATE_SCHEMA,
+    make_state_function,
+)
+from tests.unit.state_helpers import T0
+from tests.unit.test_step_properties import CONFIG, kafka_event, rocketmq_event
+
+pytestmark = pytest.mark.unit
+
+KEYS = [GroupKey("rocketmq", "g"), GroupKey("kafka", "g"), GroupKey("rocketmq", "h"),
+        GroupKey("kafka", "k")]
+UNROUTABLE = GroupKey(UNROUTABLE_KEY, UNROUTABLE_KEY)
+
+
+@given(st.dictionaries(
+    st.builds(GroupKey, st.sampled_from(["kafka", "rocketmq", UNROUTABLE_KEY]), st.text()),
+    st.builds(ShardEntry, st.binary(), st.integers(-1, 2**62))))
+def test_a_shard_decodes_to_the_entries_it_was_encoded_from(entries):
+    assert decode_shard(encode_shard(entries)) == entries
+
+
+@pytest.mark.parametrize("value", [b"", b"\x02", b"\x01\x00", b"\x01" + b"\x00" * 16 + b"\xff"])
+def test_bytes_of_another_format_or_cut_short_are_refused(value):
+    with pytest.raises(ShardFormatError):
+        decode_shard(value)
+
+
+@st.composite
+def fleet_batches(draw):
+    """Batches of raw records (key, bytes) of several groups in arrival order, each batch with
+    its watermark (non-decreasing; None before the first); batches may be empty."""
+    keys = draw(st.lists(st.sampled_from(KEYS), min_size=1, max_size=4, unique=True))
+    nominal, records = T0, []
+    for _ in range(draw(st.integers(1, 50))):
+        nominal += draw(st.sampled_from([0, 5, 50, 200, 700, 1_500]))
+        key = draw(st.sampled_from(keys))
+        lag = draw(st.sampled_from([0, 0, 10, 250]))
+        event = draw((kafka_event if key.system == "kafka" else rocketmq_event)(nominal - lag))
+        event["group"] = key.group
+        choice = draw(st.integers(0, 14))
+        if choice == 0:     # valid envelope, invalid event: a dead letter under the group's key
+            event = {"type": "heartbeat", "ts": nominal, "group": key.group, "system": key.system}
+        records.append((key, json.dumps(event).encode()))
+        if choice == 1:
+            records.append((UNROUTABLE, b"{not json"))
+    cuts = sorted(draw(st.sets(st.integers(0, len(records)), max_size=8)))
+    bounds = [0, *cuts, len(records)]
+    batches, watermark = [], None
+    for start, end in zip(bounds, bounds[1:], strict=False):
+        if draw(st.booleans()):
+            watermark = max(watermark or T0, nominal - draw(st.sampled_from([5_000, 900, 0]))
+                            + draw(st.sampled_from([0, 2_000, 10_000])))
+        batches.append((records[start:end], watermark))
+    return batches
+
+
+class SparkKeyState:
+    """What Spark keeps of one key between batches: the value and the timeout."""
+
+    def __init__(self) -> None:
+        self.value, self.timeout = None, NO_TIMEOUT
+
+    def group_state(self, watermark, timed_out: bool) -> GroupState:
+        return GroupState(
+            Row(*self.value) if self.value is not None else None, 0,
+            watermark if watermark is not None else 0, GroupStateTimeout.EventTimeTimeout,
+            timed_out, True, self.value is not None, False, False, self.timeout, b"",
+            STATE_SCHEMA)
+
+    def keep(self, state: GroupState) -> None:
+        self.value = tuple(state._value) if state.exists else None
+        self.timeout = state._timeout_timestamp if state.exists else NO_TIMEOUT
+
+
+def _shard_run(batches, shard_of) -> list[list[tuple]]:
+    """Each batch through the state function, one call per shard as Spark makes them."""
+    function, stored, out = make_state_function(CONFIG), {}, []
+    for records, watermark in batches:
+        by_shard: dict[int, list] = {}
+        for offset, (key, raw) in enumerate(records):
+            by_shard.setdefault(shard_of(key), []).append((*key, raw, offset))
+        rows = []
+        for shard in sorted({*by_shard, *stored}):
+            kept = stored.setdefault(shard, SparkKeyState())
+            arrived = by_shard.get(shard)
+            due = kept.timeout != NO_TIMEOUT and kept.timeout < (watermark or 0)
+            if arrived is None and not due:
+                continue
+            state = kept.group_state(watermark, timed_out=arrived is None)
+            frames = [] if arrived is None else [
+                pd.DataFrame(arrived, columns=["system", "group", "value", "offset"])]
+            for frame in function((shard,), iter(frames), state):
+                rows += list(frame.itertuples(index=False, name=None))
+            kept.keep(state)
+        out.append(rows)
+    return out, {shard: decode_shard(kept.value[0]) for shard, kept in stored.items()
+                 if kept.value is not None}
+
+
+def _per_group_run(batches):
+    """The reference: the core's step per group key, called as Spark called each group's key."""
+    blobs, timeouts, out = {}, {}, []
+    for records, watermark in batches:
+        arrived: dict[GroupKey, list] = {}
+        for offset, (key, raw) in enumerate(records):
+            arrived.setdefault(key, []).append((raw, offset))
+        rows, valid, events_of = [], 0, {}
+        for key, raw_rows in arrived.items():
+            events = []
+            for raw, offset in raw_rows:
+                parsed = parse_event(raw) if key != UNROUTABLE else None
+                if isinstance(parsed, list) and parsed[0].system == key.system:
+                    events += [(e, offset) for e in parsed if e.group == key.group]
+                else:
+                    rows.append((*key, DEAD_LETTER, raw))
+            valid += len(events)
+            if events:
+                events_of[key] = events
+        # A key whose rows were all dead letters counts as one without rows.
+        due = [k for k in blobs if k not in events_of and timeouts[k] < (watermark or 0)]
+        for key in [*events_of, *due]:
+            events = events_of.get(key, [])
+            output = step(blobs.get(key), events, watermark_ms=watermark, config=CONFIG)
+            rows += [(*key, "finding", r.to_json()) for r in output.findings]
+            if output.metrics is not None:
+                rows.append((*key, "metrics", output.metrics.to_json()))
+            elif output.blob is None:
+                rows.append((*key, "removed", b""))
+            if output.blob is None:
+                blobs.pop(key, None)
+            else:
+                blobs[key] = output.blob
+                timeouts[key] = max(output.next_timeout_ms, (watermark or 0) + 1)
+        out.append((rows, valid))
+    return out, blobs
+
+
+def _comparable(rows) -> list[tuple]:
+    """Rows without the counts (compared on their own) and without reasons, per group in order."""
+    kept = [(system, group, kind, bytes(payload)) for system, group, kind, _, payload in rows
+            if kind != COUNTS]
+    return sorted(kept, key=lambda row: row[:2])
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fleet_batches(), st.sampled_from([1, 2, 3]))
+def test_shards_of_groups_equal_one_state_per_group(batches, shards):
+    def shard_of(key: GroupKey) -> int:
+        return KEYS.index(key) % shards if key in KEYS else 0
+
+    sharded, entries = _shard_run(batches, shard_of)
+    per_group, blobs = _per_group_run(batches)
+    for got, (want, valid) in zip(sharded, per_group, strict=True):
+        assert _comparable(got) == sorted(want, key=lambda row: row[:2])
+        counts = [json.loads(payload) for *_, kind, _, payload in got if kind == COUNTS]
+        assert sum(sum(c["events"].values()) for c in counts) == valid
+        assert sum(sum(c["invalid"].values()) for c in counts) == sum(
+            1 for row in want if row[2] == DEAD_LETTER)
+    assert {k: e.blob for shard in entries.values() for k, e in shard.items()} == blobs
+
+
+def heartbeat(group: str, client: str, ts: int) -> tuple:
+    event = {"type": "heartbeat", "ts": ts, "group": group, "client_id": client,
+             "topics": ["T"], "strategy": "AVG"}
+    return GroupKey("rocketmq", group), json.dumps(event).encode()
+
+
+def test_a_quiet_group_in_a_busy_shard_expires_when_its_own_key_would_have():
+    """The shard has rows every batch (another group's), so Spark never times it out: the
+    state function must step the quiet group itself once the watermark passes its timeout."""
+    batches = [([heartbeat("quiet", "c1", T0), heartbeat("busy", "c2", T0)], None)]
+    batches += [([heartbeat("busy", "c2", T0 + n * 500)], T0 + n * 500 - 100)
+                for n in range(1, 8)]
+    sharded, entries = _shard_run(batches, lambda key: 0)
+    removed = [row[:3] for rows in sharded for row in rows if row[2] == "removed"]
+    assert removed == [("rocketmq", "quiet", "removed")]
+    assert list(entries[0]) == [GroupKey("rocketmq", "busy")]
+    per_group, _ = _per_group_run(batches)
+    assert [_comparable(rows) for rows in sharded] == [
+        sorted(rows, key=lambda row: row[:2]) for rows, _ in per_group]
+
+
+def test_a_group_with_only_dead_letters_past_its_timeout_expires():
+    """Its rows arrived but none is an event: it is stepped as due, and the shard's timeout is
+    never set behind the watermark (pyspark raises INVALID_TIMEOUT_TIMESTAMP for that)."""
+    broken = (GroupKey("rocketmq", "quiet"),
+              json.dumps({"type": "heartbeat", "ts": T0, "group": "quiet",
+                          "system": "rocketmq"}).encode())
+    batches = [([heartbeat("quiet", "c1", T0)], None), ([broken], T0 + 60_000)]
+    sharded, entries = _shard_run(batches, lambda key: 0)
+    assert [row[2] for row in sharded[1]] == [DEAD_LETTER, "removed", COUNTS]
+    assert entries == {}
