@@ -12,6 +12,16 @@ Uses KAFKA_BOOTSTRAP_SERVERS when set, else starts the embedded broker. In one r
    the probe's delivery to /metrics showing it, p50 / p99 over the probes;
 4. with --operator-floor: the same query with an empty state function, on its own checkpoint:
    what applyInPandasWithState itself costs here.
+
+Fleet scale (`--fleet-seconds N`): instead of a fixed background rate, the fleet's heartbeats go
+on at its real rate (each event produced when the wall clock reaches its event time, so the rate
+is the scenario's own) for N seconds, with the probes spread through it. Every 10 s the run
+prints how many produced events the job has not yet processed (its input lag, in events and
+in seconds of the fleet's rate): bounded means the job keeps up. For example the 10,000-group
+fleet for ten minutes:
+
+    python -m tests.benchmarks.bench_job --groups 10000 --clients 10 --queues 8 --duration 90 \
+        --raw-reads 1 --probes 30 --fleet-seconds 600
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ import uuid
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
+from pyspark.sql.streaming import StreamingQueryListener
 
 from producers.simulator.cli import RateLimit, produce
 from producers.simulator.scenarios import Steady
@@ -68,9 +79,10 @@ def throughput(query, expected: int) -> tuple[float, float, int]:
 
 
 def probe_latencies(bootstrap: str, topic: str, url: str, store, probes: int,
-                    event_ms: int) -> list[float]:
+                    event_ms: int, first: int = 0) -> list[float]:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
-    for k in range(probes):  # each probe group: one route and one healthy client
+    numbers = range(first, first + probes)
+    for k in numbers:  # each probe group: one route and one healthy client
         group = f"probe-{k:03d}"
         for event in ({"type": "route", "ts": event_ms, "group": group, "topic": "P",
                        "brokers": {"broker-a": 4}},
@@ -78,9 +90,9 @@ def probe_latencies(bootstrap: str, topic: str, url: str, store, probes: int,
                        "topics": ["P"], "strategy": "AVG", "address": "10.9.0.1:1"}):
             producer.produce(topic, json.dumps(event).encode(), group.encode())
     producer.flush(30)
-    _wait(url, lambda m: len([g for g in m.groups() if g.startswith("probe-")]) == probes)
+    _wait(url, lambda m: all(f"probe-{k:03d}" in m.groups() for k in numbers))
     latencies = []
-    for k in range(probes):
+    for k in numbers:
         group = f"probe-{k:03d}"
         twin = {"type": "heartbeat", "ts": event_ms + 1, "group": group, "client_id": "p@1",
                 "topics": ["P"], "strategy": "AVG", "address": "10.9.0.2:1"}
@@ -129,11 +141,66 @@ def scrape_seconds(url: str) -> float:
     return time.perf_counter() - started
 
 
-def background_load(bootstrap: str, topic: str, args, stop: threading.Event) -> None:
-    """Steady heartbeats of the same groups, continuing their event time, at --background-rate."""
-    scenario = steady(args, seed=2, epoch_ms=1_700_000_000_000 + args.duration * 1000)
+def background_load(bootstrap: str, topic: str, args, stop: threading.Event,
+                    pace: EventTimePace | None = None) -> None:
+    """Steady heartbeats of the same groups, continuing their event time: at --background-rate,
+    or with `pace` at the fleet's own rate."""
+    epoch_ms = 1_700_000_000_000 + args.duration * 1000
+    scenario = steady(args, seed=2, epoch_ms=epoch_ms)
+    scenario.duration_ms = max(scenario.duration_ms, (args.fleet_seconds + 600) * 1000)
     events = (pair for pair in scenario.run_encoded() if not stop.is_set())
-    produce(events, bootstrap, topic, RateLimit(args.background_rate))
+    if pace is not None:
+        produce(pace.paced(events, epoch_ms), bootstrap, topic, RateLimit(None))
+    else:
+        produce(events, bootstrap, topic, RateLimit(args.background_rate))
+
+
+class EventTimePace:
+    """Hands each event over when the wall clock reaches its event time (relative to the first):
+    the fleet at its real rate. Counts what it handed over."""
+
+    def __init__(self) -> None:
+        self.produced = 0
+        self.started = time.monotonic()
+
+    def paced(self, events, epoch_ms: int):
+        for key, value in events:
+            if self.produced % 256 == 0:
+                ahead = (_event_ts(value) - epoch_ms) / 1000.0 - (time.monotonic() - self.started)
+                if ahead > 0:
+                    time.sleep(ahead)  # pacing to the event time, not waiting for a condition
+            self.produced += 1
+            yield key, value
+
+
+def _event_ts(value: bytes) -> int:
+    at = value.index(b'"ts":') + 5
+    end = value.index(b",", at)
+    return int(value[at:end])
+
+
+class BatchLog(StreamingQueryListener):
+    """Every batch's input rows and duration, beyond the 100 Spark keeps in recentProgress."""
+
+    def __init__(self) -> None:
+        self.batches: list[tuple[float, int, int]] = []   # (monotonic end, rows, ms)
+
+    def onQueryStarted(self, event) -> None:
+        pass
+
+    def onQueryProgress(self, event) -> None:
+        progress = event.progress
+        self.batches.append((time.monotonic(), progress.numInputRows,
+                             progress.durationMs.get("triggerExecution", 0)))
+
+    def onQueryIdle(self, event) -> None:
+        pass
+
+    def onQueryTerminated(self, event) -> None:
+        pass
+
+    def rows_since(self, since: float) -> int:
+        return sum(rows for at, rows, _ in list(self.batches) if at >= since)
 
 
 def run(bootstrap: str, args) -> None:
@@ -163,6 +230,8 @@ def run(bootstrap: str, args) -> None:
                        reorder_window_ms=args.reorder_window_ms)
     spark = build_session(config, master="local[2]")
     spark.sparkContext.setLogLevel("ERROR")
+    batch_log = BatchLog()
+    spark.streams.addListener(batch_log)
     monitor = Monitor(config, spark)
     monitor.start()
     try:
@@ -173,8 +242,8 @@ def run(bootstrap: str, args) -> None:
         print("batches (rows, ms):", [(p["numInputRows"], p["durationMs"]["triggerExecution"])
                                      for p in monitor.query.recentProgress
                                      if p["numInputRows"] > 0])
-        if args.probes:
-            detection_latency(bootstrap, topic, monitor, args)
+        if args.probes or args.fleet_seconds:
+            detection_latency(bootstrap, topic, monitor, args, batch_log)
     finally:
         monitor.stop()
     try:
@@ -199,7 +268,7 @@ def operator_floor(spark, config, checkpoint: Path, expected: int) -> float:
         rows = sum(len(frame) for frame in frames)
         state.update((bytes(2048),))
         state.setTimeoutTimestamp(max(state.getCurrentWatermarkMs(), 0) + 3_600_000)
-        yield pd.DataFrame({"system": [key[0]], "group": [key[1]], "kind": ["counts"],
+        yield pd.DataFrame({"system": [""], "group": [str(key[0])], "kind": ["counts"],
                             "reason": [None], "payload": [str(rows).encode()]})
 
     query = start_query(spark, dataclasses.replace(config, checkpoint=str(checkpoint)),
@@ -210,16 +279,20 @@ def operator_floor(spark, config, checkpoint: Path, expected: int) -> float:
         query.stop()
 
 
-def detection_latency(bootstrap: str, topic: str, monitor, args) -> None:
+def detection_latency(bootstrap: str, topic: str, monitor, args, batch_log: BatchLog) -> None:
     url = f"http://127.0.0.1:{monitor.metrics.port}/metrics"
     print(f"one full /metrics scrape: {scrape_seconds(url):.2f} s; one family: "
           f"{scrape_seconds(DOUBLE_ASSIGNED.format(url=url)):.2f} s")
     stop = threading.Event()
-    load = threading.Thread(target=background_load, args=(bootstrap, topic, args, stop))
+    pace = EventTimePace() if args.fleet_seconds else None
+    load = threading.Thread(target=background_load, args=(bootstrap, topic, args, stop, pace))
     load.start()
     try:
-        latencies = probe_latencies(bootstrap, topic, url, monitor.store, args.probes,
-                                    1_700_000_000_000 + args.duration * 1000)
+        if pace is None:
+            latencies = probe_latencies(bootstrap, topic, url, monitor.store, args.probes,
+                                        1_700_000_000_000 + args.duration * 1000)
+        else:
+            latencies = fleet_phase(bootstrap, topic, url, monitor, args, pace, batch_log)
     finally:
         stop.set()
         load.join()
@@ -230,9 +303,49 @@ def detection_latency(bootstrap: str, topic: str, monitor, args) -> None:
     p50 = statistics.median(latencies)
     p99 = (statistics.quantiles(latencies, n=100, method="inclusive")[98]
            if len(latencies) > 1 else latencies[0])
-    print(f"detection latency over {len(latencies)} probes with {args.background_rate:,}/s "
+    rate = "the fleet's real rate" if args.fleet_seconds else f"{args.background_rate:,}/s"
+    print(f"detection latency over {len(latencies)} probes with {rate} "
           f"background heartbeats, trigger {args.trigger}: p50 {p50:.2f} s, p99 {p99:.2f} s, "
           f"max {max(latencies):.2f} s")
+
+
+def fleet_phase(bootstrap: str, topic: str, url: str, monitor, args, pace: EventTimePace,
+                batch_log: BatchLog) -> list[float]:
+    """The fleet at its real rate for --fleet-seconds: the input lag every 10 s, the probes
+    spread through the phase, then the phase's batches and rate."""
+    started = pace.started
+    ends_at = started + args.fleet_seconds
+    probes_at = [started + args.fleet_seconds * (k + 1) / (args.probes + 1)
+                 for k in range(args.probes)]
+    event_ms = 1_700_000_000_000 + args.duration * 1000
+    latencies, lags, next_report = [], [], started + 10
+    while (now := time.monotonic()) < ends_at:
+        if now >= next_report:
+            behind = pace.produced - batch_log.rows_since(started)
+            rate = pace.produced / max(now - started, 1e-9)
+            lags.append(behind)
+            print(f"  t={now - started:5.0f} s  produced {pace.produced:,}  not yet processed "
+                  f"{behind:,} events = {behind / max(rate, 1):.1f} s of the fleet's rate",
+                  flush=True)
+            next_report += 10
+        if probes_at and now >= probes_at[0]:
+            probes_at.pop(0)
+            k = len(latencies)
+            event_ms_now = event_ms + int((now - started) * 1000)
+            latencies += probe_latencies(bootstrap, topic, url, monitor.store, 1, event_ms_now,
+                                         first=k)
+            continue
+        time.sleep(0.5)
+    elapsed = time.monotonic() - started
+    phase = [(rows, ms) for at, rows, ms in batch_log.batches if at >= started and rows]
+    durations = sorted(ms for _, ms in phase)
+    print(f"fleet phase: {elapsed:.0f} s, {pace.produced:,} events at the fleet's real rate of "
+          f"{pace.produced / elapsed:,.0f} events/s; {len(phase)} batches, duration p50 "
+          f"{durations[len(durations) // 2] / 1000:.1f} s, max {durations[-1] / 1000:.1f} s; "
+          f"not yet processed at the 10 s marks: first {lags[0] if lags else 0:,}, max "
+          f"{max(lags, default=0):,}, last {lags[-1] if lags else 0:,}")
+    print(f"one full /metrics scrape during the phase's end: {scrape_seconds(url):.2f} s")
+    return latencies
 
 
 def main() -> None:
@@ -251,6 +364,9 @@ def main() -> None:
                         help="also run the query with an empty state function")
     parser.add_argument("--reorder-window-ms", type=int, default=10_000)
     parser.add_argument("--background-rate", type=int, default=2_000)
+    parser.add_argument("--fleet-seconds", type=int, default=0,
+                        help="run the fleet at its real rate this long after the backlog "
+                             "(instead of --background-rate), with the probes spread through it")
     args = parser.parse_args()
     print("machine:", describe_machine())
     with start_broker() as bootstrap:
