@@ -227,7 +227,7 @@ def run(bootstrap: str, args) -> None:
                        checkpoint=str(workdir / "checkpoint"), metrics_host="127.0.0.1",
                        metrics_port=0, trigger_interval=args.trigger,
                        max_offsets_per_trigger=args.max_offsets, shuffle_partitions=args.shuffle,
-                       reorder_window_ms=args.reorder_window_ms)
+                       reorder_window_ms=args.reorder_window_ms, state_shards=args.state_shards)
     spark = build_session(config, master="local[2]")
     spark.sparkContext.setLogLevel("ERROR")
     batch_log = BatchLog()
@@ -364,6 +364,8 @@ def main() -> None:
                         help="also run the query with an empty state function")
     parser.add_argument("--reorder-window-ms", type=int, default=10_000)
     parser.add_argument("--background-rate", type=int, default=2_000)
+    parser.add_argument("--state-shards", type=int, default=None,
+                        help="the job's --state-shards (default: the job's own)")
     parser.add_argument("--fleet-seconds", type=int, default=0,
                         help="run the fleet at its real rate this long after the backlog "
                              "(instead of --background-rate), with the probes spread through it")
