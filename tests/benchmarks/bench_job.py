@@ -183,14 +183,14 @@ class BatchLog(StreamingQueryListener):
     """Every batch's input rows and duration, beyond the 100 Spark keeps in recentProgress."""
 
     def __init__(self) -> None:
-        self.batches: list[tuple[float, int, int]] = []   # (monotonic end, rows, ms)
+        self.batches: list[tuple[int, float, int, int]] = []   # (id, monotonic, rows, ms)
 
     def onQueryStarted(self, event) -> None:
         pass
 
     def onQueryProgress(self, event) -> None:
         progress = event.progress
-        self.batches.append((time.monotonic(), progress.numInputRows,
+        self.batches.append((progress.batchId, time.monotonic(), progress.numInputRows,
                              progress.durationMs.get("triggerExecution", 0)))
 
     def onQueryIdle(self, event) -> None:
@@ -199,8 +199,10 @@ class BatchLog(StreamingQueryListener):
     def onQueryTerminated(self, event) -> None:
         pass
 
-    def rows_since(self, since: float) -> int:
-        return sum(rows for at, rows, _ in list(self.batches) if at >= since)
+    def rows_after(self, batch_id: int) -> int:
+        """Rows of the batches after `batch_id`. Progress reaches the listener asynchronously, so
+        a batch is counted by its id, never by when its event arrived."""
+        return sum(rows for bid, _, rows, _ in list(self.batches) if bid > batch_id)
 
 
 def run(bootstrap: str, args) -> None:
@@ -285,6 +287,8 @@ def detection_latency(bootstrap: str, topic: str, monitor, args, batch_log: Batc
           f"{scrape_seconds(DOUBLE_ASSIGNED.format(url=url)):.2f} s")
     stop = threading.Event()
     pace = EventTimePace() if args.fleet_seconds else None
+    # The fleet's events go into the batches after the last one completed before it starts.
+    first_batch = (monitor.query.lastProgress or {}).get("batchId", -1)
     load = threading.Thread(target=background_load, args=(bootstrap, topic, args, stop, pace))
     load.start()
     try:
@@ -292,7 +296,8 @@ def detection_latency(bootstrap: str, topic: str, monitor, args, batch_log: Batc
             latencies = probe_latencies(bootstrap, topic, url, monitor.store, args.probes,
                                         1_700_000_000_000 + args.duration * 1000)
         else:
-            latencies = fleet_phase(bootstrap, topic, url, monitor, args, pace, batch_log)
+            latencies = fleet_phase(bootstrap, topic, url, monitor, args, pace, batch_log,
+                                    first_batch)
     finally:
         stop.set()
         load.join()
@@ -310,7 +315,7 @@ def detection_latency(bootstrap: str, topic: str, monitor, args, batch_log: Batc
 
 
 def fleet_phase(bootstrap: str, topic: str, url: str, monitor, args, pace: EventTimePace,
-                batch_log: BatchLog) -> list[float]:
+                batch_log: BatchLog, first_batch: int) -> list[float]:
     """The fleet at its real rate for --fleet-seconds: the input lag every 10 s, the probes
     spread through the phase, then the phase's batches and rate."""
     started = pace.started
@@ -321,7 +326,7 @@ def fleet_phase(bootstrap: str, topic: str, url: str, monitor, args, pace: Event
     latencies, lags, next_report = [], [], started + 10
     while (now := time.monotonic()) < ends_at:
         if now >= next_report:
-            behind = pace.produced - batch_log.rows_since(started)
+            behind = pace.produced - batch_log.rows_after(first_batch)
             rate = pace.produced / max(now - started, 1e-9)
             lags.append(behind)
             print(f"  t={now - started:5.0f} s  produced {pace.produced:,}  not yet processed "
@@ -337,7 +342,7 @@ def fleet_phase(bootstrap: str, topic: str, url: str, monitor, args, pace: Event
             continue
         time.sleep(0.5)
     elapsed = time.monotonic() - started
-    phase = [(rows, ms) for at, rows, ms in batch_log.batches if at >= started and rows]
+    phase = [(rows, ms) for bid, _, rows, ms in batch_log.batches if bid > first_batch and rows]
     durations = sorted(ms for _, ms in phase)
     print(f"fleet phase: {elapsed:.0f} s, {pace.produced:,} events at the fleet's real rate of "
           f"{pace.produced / elapsed:,.0f} events/s; {len(phase)} batches, duration p50 "
