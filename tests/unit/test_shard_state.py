@@ -50,7 +50,14 @@ def test_a_shard_decodes_to_the_entries_it_was_encoded_from(entries):
     assert decode_shard(encode_shard(entries)) == entries
 
 
-@pytest.mark.parametrize("value", [b"", b"\x02", b"\x01\x00", b"\x01" + b"\x00" * 16 + b"\xff"])
+def test_a_group_name_over_64_kib_is_kept():
+    """Names are bounded only by --max-event-bytes (1 MiB by default)."""
+    entries = {GroupKey("kafka", "g" * 70_000): ShardEntry(b"blob", 1)}
+    assert decode_shard(encode_shard(entries)) == entries
+
+
+@pytest.mark.parametrize("value", [b"", b"\x02", b"\x01\x00", b"\x01" + b"\x00" * 20 + b"\xff",
+                                   b"\x01" + bytes(11) + b"\x05" + bytes(8) + b"ab"])
 def test_bytes_of_another_format_or_cut_short_are_refused(value):
     with pytest.raises(ShardFormatError):
         decode_shard(value)

@@ -28,7 +28,9 @@ SHARD_VERSION = 1
 NO_TIMEOUT = -1   # Spark's GroupState.NO_TIMESTAMP: the group is never woken by time alone
 
 # Per entry: the lengths of system, group and blob, then the timeout (event time, ms).
-_ENTRY = struct.Struct(">HHIq")
+# 32-bit lengths: a group's name is bounded only by --max-event-bytes, and a name over 64 KiB
+# must not stop the job.
+_ENTRY = struct.Struct(">IIIq")
 
 
 class ShardEntry(NamedTuple):
@@ -63,15 +65,14 @@ def decode_shard(value: bytes) -> dict[GroupKey, ShardEntry]:
         while at < len(view):
             system_len, group_len, blob_len, timeout_ms = _ENTRY.unpack_from(view, at)
             at += _ENTRY.size
+            if at + system_len + group_len + blob_len > len(view):
+                raise ShardFormatError("shard cut short")
             system = bytes(view[at:at + system_len]).decode()
             at += system_len
             group = bytes(view[at:at + group_len]).decode()
             at += group_len
-            blob = bytes(view[at:at + blob_len])
+            entries[GroupKey(system, group)] = ShardEntry(bytes(view[at:at + blob_len]), timeout_ms)
             at += blob_len
-            if len(blob) != blob_len:
-                raise ShardFormatError("shard cut short")
-            entries[GroupKey(system, group)] = ShardEntry(blob, timeout_ms)
     except (struct.error, UnicodeDecodeError) as error:
         raise ShardFormatError(f"shard unreadable: {error}") from None
     return entries
