@@ -27,6 +27,7 @@ fleet for ten minutes:
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -35,24 +36,23 @@ import threading
 import time
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from pyspark.sql.streaming import StreamingQueryListener
 
 from producers.simulator.cli import RateLimit, produce
+from producers.simulator.clock import DEFAULT_EPOCH_MS, FastClock
 from producers.simulator.scenarios import Steady
 from streaming.core.contract import GroupKey
 from tests.benchmarks.machine import describe_machine, start_broker
 from tests.integration.monitor_harness import Scrape
 
 
-def steady(args, seed: int = 1, epoch_ms: int | None = None) -> Steady:
-    scenario = Steady(groups=args.groups, clients=args.clients, topics=2, queues=args.queues,
-                      duration_ms=args.duration * 1000, seed=seed)
-    if epoch_ms is not None:
-        scenario.epoch_ms = epoch_ms
-    return scenario
+def steady(args, seed: int = 1) -> Steady:
+    return Steady(groups=args.groups, clients=args.clients, topics=2, queues=args.queues,
+                  duration_ms=args.duration * 1000, seed=seed)
 
 
 def raw_read_rate(bootstrap: str, topic: str, partitions: int, expected: int) -> float:
@@ -142,17 +142,39 @@ def scrape_seconds(url: str) -> float:
 
 
 def background_load(bootstrap: str, topic: str, args, stop: threading.Event,
+                    fleet: Iterator[tuple[bytes, bytes]] | None = None,
                     pace: EventTimePace | None = None) -> None:
     """Steady heartbeats of the same groups, continuing their event time: at --background-rate,
-    or with `pace` at the fleet's own rate."""
-    epoch_ms = 1_700_000_000_000 + args.duration * 1000
-    scenario = steady(args, seed=2, epoch_ms=epoch_ms)
-    scenario.duration_ms = max(scenario.duration_ms, (args.fleet_seconds + 600) * 1000)
-    events = (pair for pair in scenario.run_encoded() if not stop.is_set())
-    if pace is not None:
-        produce(pace.paced(events, epoch_ms), bootstrap, topic, RateLimit(None))
-    else:
-        produce(events, bootstrap, topic, RateLimit(args.background_rate))
+    or the fleet's own events (`fleet`) with `pace` at their real rate."""
+    if fleet is not None:
+        produce(pace.paced((p for p in fleet if not stop.is_set()), backlog_end_ms(args)),
+                bootstrap, topic, RateLimit(None))
+        return
+    scenario = steady(args, seed=2)
+    scenario.duration_ms = max(scenario.duration_ms, 600_000)
+    # The scenario takes its epoch from the clock it runs with (a default clock would restart
+    # event time at the backlog's start: every event behind the watermark).
+    events = scenario.run_encoded(FastClock(backlog_end_ms(args)))
+    produce((p for p in events if not stop.is_set()), bootstrap, topic,
+            RateLimit(args.background_rate))
+
+
+def backlog_end_ms(args) -> int:
+    return DEFAULT_EPOCH_MS + args.duration * 1000
+
+
+def fleet_continuation(args) -> Iterator[tuple[bytes, bytes]]:
+    """The backlog's own world run on past it: the same clients heartbeating on schedule, with
+    no second start-up (a new world would join every client again, a burst no running fleet
+    has). The backlog's part is generated again and skipped here, before the pace starts."""
+    scenario = steady(args)
+    scenario.duration_ms = (args.duration + args.fleet_seconds + 600) * 1000
+    events = scenario.run_encoded(FastClock(DEFAULT_EPOCH_MS))
+    end = backlog_end_ms(args)
+    for key, value in events:
+        if _event_ts(value) >= end:
+            return itertools.chain([(key, value)], events)
+    return iter(())
 
 
 class EventTimePace:
@@ -286,15 +308,17 @@ def detection_latency(bootstrap: str, topic: str, monitor, args, batch_log: Batc
     print(f"one full /metrics scrape: {scrape_seconds(url):.2f} s; one family: "
           f"{scrape_seconds(DOUBLE_ASSIGNED.format(url=url)):.2f} s")
     stop = threading.Event()
+    fleet = fleet_continuation(args) if args.fleet_seconds else None
     pace = EventTimePace() if args.fleet_seconds else None
     # The fleet's events go into the batches after the last one completed before it starts.
     first_batch = (monitor.query.lastProgress or {}).get("batchId", -1)
-    load = threading.Thread(target=background_load, args=(bootstrap, topic, args, stop, pace))
+    load = threading.Thread(target=background_load,
+                            args=(bootstrap, topic, args, stop, fleet, pace))
     load.start()
     try:
         if pace is None:
             latencies = probe_latencies(bootstrap, topic, url, monitor.store, args.probes,
-                                        1_700_000_000_000 + args.duration * 1000)
+                                        backlog_end_ms(args))
         else:
             latencies = fleet_phase(bootstrap, topic, url, monitor, args, pace, batch_log,
                                     first_batch)
@@ -322,7 +346,7 @@ def fleet_phase(bootstrap: str, topic: str, url: str, monitor, args, pace: Event
     ends_at = started + args.fleet_seconds
     probes_at = [started + args.fleet_seconds * (k + 1) / (args.probes + 1)
                  for k in range(args.probes)]
-    event_ms = 1_700_000_000_000 + args.duration * 1000
+    event_ms = backlog_end_ms(args)
     latencies, lags, next_report = [], [], started + 10
     while (now := time.monotonic()) < ends_at:
         if now >= next_report:
