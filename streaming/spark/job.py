@@ -41,6 +41,7 @@ from streaming.exporter import (
 )
 from streaming.exporter.health import DeliveryCollector, RestartCounter, SourceCollector
 from streaming.spark import kafka_client
+from streaming.spark.batch_errors import bounded_failures
 from streaming.spark.checkpoint_files import HadoopTextFile, checkpoint_child, hadoop_path_exists
 from streaming.spark.checkpoint_layout import (
     DEFAULT_SHARDS,
@@ -125,7 +126,7 @@ def start_query(spark: SparkSession, config: JobConfig, sink, state_function=Non
             .option("checkpointLocation", config.checkpoint)
             .outputMode("update")
             .trigger(processingTime=config.trigger_interval)
-            .foreachBatch(sink)
+            .foreachBatch(bounded_failures(sink))
             .start())
 
 

@@ -1,0 +1,51 @@
+"""A foreachBatch function's failure, handed to Spark in a few hundred characters.
+
+When the query is being stopped, Spark asks whether the foreachBatch failure was the stop
+itself by matching the Python error's text against
+`py4j.protocol.Py4JJavaError: An error occurred while calling((.|\\r\\n|\\r|\\n)*)(<interrupt>)`
+(StreamExecution.isInterruptionException, Spark 4). java.util.regex recurses once per character
+of that group, so a traceback that holds a Java stack trace (a DataFrame call interrupted by
+the stop: thousands of characters) overflows the stack inside Spark's catch block, and the
+stream thread dies with StackOverflowError instead of stopping. The sink therefore fails with
+its error's first lines only: the Py4J call and the Java exception, which is what that test
+reads. The whole error is logged here, once.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+log = logging.getLogger(__name__)
+
+LINE_CHARS = 200   # per line of the summary; two lines, so Spark's match stays shallow
+
+
+class BatchFailed(RuntimeError):
+    """The sink's batch failed; the message is `summary(error)`."""
+
+
+def bounded_failures(sink):
+    """`sink` as a foreachBatch function whose failures reach Spark as BatchFailed."""
+
+    @functools.wraps(sink)
+    def call(batch_df, batch_id: int) -> None:
+        try:
+            sink(batch_df, batch_id)
+        except Exception as error:
+            text = summary(error)
+            log.error("batch %d failed in the sink: %s", batch_id, text, exc_info=error)
+            raise BatchFailed(text) from None
+
+    return call
+
+
+def summary(error: BaseException) -> str:
+    """The error's type and its first two lines of text, each cut to LINE_CHARS."""
+    try:
+        text = str(error)
+    except Exception:  # a Py4J error renders through the JVM, which may be gone
+        text = getattr(error, "errmsg", "") or ""
+    lines = [line[:LINE_CHARS] for line in text.splitlines() if line.strip()][:2]
+    kind = type(error)
+    return f"{kind.__module__}.{kind.__qualname__}: " + "\n".join(lines)

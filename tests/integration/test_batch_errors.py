@@ -1,0 +1,101 @@
+"""The sink's failures as Spark's own stop test reads them (StreamExecution.isInterruptionException,
+called through the real SparkSession's JVM on the text py4j hands it: the Python traceback)."""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+
+import pytest
+
+from streaming.spark.batch_errors import BatchFailed, bounded_failures
+
+pytestmark = pytest.mark.integration
+
+PROXY_PREFIX = "An exception was raised by the Python Proxy. Return Message: "
+
+
+def spark_reads_as_stop(spark, text: str) -> bool:
+    """What Spark concludes from a foreachBatch function's failure while its query stops."""
+    jvm = spark.sparkContext._jvm
+    proxy_error = jvm.py4j.Py4JException(PROXY_PREFIX + text)
+    runtime = jvm.org.apache.spark.sql.execution.streaming.runtime
+    return runtime.StreamExecution.isInterruptionException(proxy_error, spark.sparkContext._jsc.sc())
+
+
+def failure_text(sink) -> str:
+    """What py4j's callback server sends the JVM when the function raises: its traceback."""
+    try:
+        sink(None, 7)
+    except Exception:
+        return traceback.format_exc()
+    raise AssertionError("the sink did not fail")
+
+
+def long_java_failure(spark):
+    def sink(batch_df, batch_id):  # a JVM call whose error holds 200,000 characters
+        spark.sparkContext._jvm.java.lang.Integer.parseInt("x" * 200_000)
+    return sink
+
+
+def interrupted_java_call(spark):
+    def sink(batch_df, batch_id):  # what a DataFrame call sees when stop() interrupts it
+        thread = spark.sparkContext._jvm.java.lang.Thread
+        thread.currentThread().interrupt()
+        thread.sleep(1000)
+    return sink
+
+
+def stopped_mid_batch(spark, tmp_path, wrap) -> dict:
+    """A query whose foreachBatch function is inside a DataFrame call (a Spark job that sleeps)
+    when the query is stopped, as the job's sink is at any moment of a long batch. Returns the
+    query's final status."""
+    def sink(batch_df, batch_id):
+        batch_df.selectExpr("reflect('java.lang.Thread', 'sleep', cast(600000 as bigint))").collect()
+
+    query = (spark.readStream.format("rate").option("rowsPerSecond", 1).load()
+             .writeStream.foreachBatch(wrap(sink))
+             .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
+    tracker = spark.sparkContext.statusTracker()
+    deadline = time.monotonic() + 120
+    while not tracker.getActiveJobsIds() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert tracker.getActiveJobsIds(), "the sink's Spark job never started"
+    query.stop()
+    assert query.exception() is None
+    return query.status
+
+
+def test_a_stop_during_the_sinks_dataframe_call_is_a_clean_stop(spark, tmp_path):
+    assert stopped_mid_batch(spark, tmp_path, bounded_failures)["message"] == "Stopped"
+
+
+def test_without_the_bound_that_stop_kills_the_stream_thread(spark, tmp_path):
+    """The fault itself, so that the test above can fail: the interrupted call's traceback
+    overflows Spark's regex, the stream thread dies with StackOverflowError before it records
+    the stop (its status stays at the batch)."""
+    assert stopped_mid_batch(spark, tmp_path, lambda sink: sink)["message"] != "Stopped"
+
+
+def test_a_long_failure_reaches_spark_bounded_and_is_not_a_stop(spark):
+    text = failure_text(bounded_failures(long_java_failure(spark)))
+    assert "BatchFailed: pyspark.errors.exceptions.captured.NumberFormatException" in text
+    assert len(text) < 2_000
+    assert spark_reads_as_stop(spark, text) is False
+
+
+def test_an_interrupted_call_still_reads_as_the_stop(spark):
+    text = failure_text(bounded_failures(interrupted_java_call(spark)))
+    assert ("BatchFailed: py4j.protocol.Py4JJavaError: An error occurred while calling" in text
+            and "java.lang.InterruptedException" in text)
+    assert spark_reads_as_stop(spark, text) is True
+
+
+def test_the_whole_error_is_logged_once(spark, caplog):
+    with pytest.raises(BatchFailed) as raised:
+        bounded_failures(long_java_failure(spark))(None, 3)
+    logged = [r for r in caplog.records if r.name == "streaming.spark.batch_errors"]
+    assert len(logged) == 1 and "batch 3 failed" in logged[0].getMessage()
+    assert "x" * 10_000 in logging.Formatter().formatException(logged[0].exc_info)
+    assert len(str(raised.value)) < 500
