@@ -79,7 +79,7 @@ def throughput(query, expected: int) -> tuple[float, float, int]:
 
 
 def probe_latencies(bootstrap: str, topic: str, url: str, store, probes: int,
-                    event_ms: int, first: int = 0) -> list[float]:
+                    event_ms: int, first: int = 0, timeout: float = 120.0) -> list[float]:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
     numbers = range(first, first + probes)
     for k in numbers:  # each probe group: one route and one healthy client
@@ -90,7 +90,9 @@ def probe_latencies(bootstrap: str, topic: str, url: str, store, probes: int,
                        "topics": ["P"], "strategy": "AVG", "address": "10.9.0.1:1"}):
             producer.produce(topic, json.dumps(event).encode(), group.encode())
     producer.flush(30)
-    _wait(url, lambda m: all(f"probe-{k:03d}" in m.groups() for k in numbers))
+    # Polled in the job's store: a full scrape at 10,000 groups costs the driver 0.3 s.
+    _wait_for(lambda: all(store.group(GroupKey("rocketmq", f"probe-{k:03d}")) for k in numbers),
+              timeout, "the probe groups did not show in the job's store in time")
     latencies = []
     for k in numbers:
         group = f"probe-{k:03d}"
@@ -99,9 +101,10 @@ def probe_latencies(bootstrap: str, topic: str, url: str, store, probes: int,
         producer.produce(topic, json.dumps(twin).encode(), group.encode())
         producer.flush(30)
         sent = time.perf_counter()
-        _wait_store(store, group)
+        _wait_store(store, group, timeout)
         _wait(DOUBLE_ASSIGNED.format(url=url),
-              lambda m, g=group: (m.value("rebalance_double_assigned_queues", group=g) or 0) > 0)
+              lambda m, g=group: (m.value("rebalance_double_assigned_queues", group=g) or 0) > 0,
+              timeout)
         latencies.append(time.perf_counter() - sent)
     return latencies
 
@@ -115,13 +118,19 @@ POLL_S = 0.25
 
 
 def _wait_store(store, group: str, timeout: float = 120.0) -> None:
+    def double_assigned():
+        metrics = store.group(GroupKey("rocketmq", group))
+        return metrics and any(metrics.double_assigned.values())
+    _wait_for(double_assigned, timeout, f"{group}: no double assignment in the job's store in time")
+
+
+def _wait_for(condition, timeout: float, failure: str) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        metrics = store.group(GroupKey("rocketmq", group))
-        if metrics and any(metrics.double_assigned.values()):
+        if condition():
             return
         time.sleep(0.01)
-    raise TimeoutError(f"{group}: no double assignment in the job's store in time")
+    raise TimeoutError(failure)
 
 
 def _wait(url: str, predicate, timeout: float = 120.0) -> None:
@@ -329,6 +338,9 @@ def detection_latency(bootstrap: str, topic: str, monitor, args, batch_log: Batc
     print("last batches (rows, ms by phase):", [
         (p["numInputRows"], {k: v for k, v in p["durationMs"].items() if v >= 50})
         for p in recent])
+    if not latencies:
+        print("detection latency: no probe detected")
+        return
     p50 = statistics.median(latencies)
     p99 = (statistics.quantiles(latencies, n=100, method="inclusive")[98]
            if len(latencies) > 1 else latencies[0])
@@ -341,13 +353,15 @@ def detection_latency(bootstrap: str, topic: str, monitor, args, batch_log: Batc
 def fleet_phase(bootstrap: str, topic: str, url: str, monitor, args, pace: EventTimePace,
                 batch_log: BatchLog, first_batch: int) -> list[float]:
     """The fleet at its real rate for --fleet-seconds: the input lag every 10 s, the probes
-    spread through the phase, then the phase's batches and rate."""
+    spread through the phase (on their own thread, so a job that falls behind still has its lag
+    reported), then the phase's batches and rate."""
     started = pace.started
     ends_at = started + args.fleet_seconds
-    probes_at = [started + args.fleet_seconds * (k + 1) / (args.probes + 1)
-                 for k in range(args.probes)]
-    event_ms = backlog_end_ms(args)
-    latencies, lags, next_report = [], [], started + 10
+    latencies, missed = [], []
+    probes = threading.Thread(target=fleet_probes, args=(
+        bootstrap, topic, url, monitor, args, started, latencies, missed))
+    probes.start()
+    lags, next_report = [], started + 10
     while (now := time.monotonic()) < ends_at:
         if now >= next_report:
             behind = pace.produced - batch_log.rows_after(first_batch)
@@ -357,13 +371,6 @@ def fleet_phase(bootstrap: str, topic: str, url: str, monitor, args, pace: Event
                   f"{behind:,} events = {behind / max(rate, 1):.1f} s of the fleet's rate",
                   flush=True)
             next_report += 10
-        if probes_at and now >= probes_at[0]:
-            probes_at.pop(0)
-            k = len(latencies)
-            event_ms_now = event_ms + int((now - started) * 1000)
-            latencies += probe_latencies(bootstrap, topic, url, monitor.store, 1, event_ms_now,
-                                         first=k)
-            continue
         time.sleep(0.5)
     elapsed = time.monotonic() - started
     phase = [(rows, ms) for bid, _, rows, ms in batch_log.batches if bid > first_batch and rows]
@@ -374,7 +381,32 @@ def fleet_phase(bootstrap: str, topic: str, url: str, monitor, args, pace: Event
           f"not yet processed at the 10 s marks: first {lags[0] if lags else 0:,}, max "
           f"{max(lags, default=0):,}, last {lags[-1] if lags else 0:,}")
     print(f"one full /metrics scrape during the phase's end: {scrape_seconds(url):.2f} s")
+    probes.join()
+    if missed:
+        print(f"probes not detected within {PROBE_GRACE_S} s after the phase: {len(missed)} "
+              f"(numbers {missed})")
     return latencies
+
+
+# A probe still waiting when the phase ends gets this long more before it counts as missed.
+PROBE_GRACE_S = 120
+
+
+def fleet_probes(bootstrap: str, topic: str, url: str, monitor, args, started: float,
+                 latencies: list, missed: list) -> None:
+    """One probe at each of --probes evenly spaced times, each waited for until the phase ends
+    (plus a grace), so a job that is behind shows as a long latency or a miss."""
+    deadline = started + args.fleet_seconds + PROBE_GRACE_S
+    for k in range(args.probes):
+        at = started + args.fleet_seconds * (k + 1) / (args.probes + 1)
+        if time.monotonic() < at:
+            time.sleep(at - time.monotonic())  # the probe's scheduled send time
+        event_ms = backlog_end_ms(args) + int((time.monotonic() - started) * 1000)
+        try:
+            latencies += probe_latencies(bootstrap, topic, url, monitor.store, 1, event_ms,
+                                         first=k, timeout=max(deadline - time.monotonic(), 1))
+        except TimeoutError:
+            missed.append(k)
 
 
 def main() -> None:
