@@ -118,10 +118,13 @@ POLL_S = 0.25
 
 
 def _wait_store(store, group: str, timeout: float = 120.0) -> None:
-    def double_assigned():
-        metrics = store.group(GroupKey("rocketmq", group))
-        return metrics and any(metrics.double_assigned.values())
-    _wait_for(double_assigned, timeout, f"{group}: no double assignment in the job's store in time")
+    _wait_for(lambda: _double_assigned(store, group), timeout,
+              f"{group}: no double assignment in the job's store in time")
+
+
+def _double_assigned(store, group: str) -> bool:
+    metrics = store.group(GroupKey("rocketmq", group))
+    return bool(metrics and any(metrics.double_assigned.values()))
 
 
 def _wait_for(condition, timeout: float, failure: str) -> None:
@@ -394,19 +397,46 @@ PROBE_GRACE_S = 120
 
 def fleet_probes(bootstrap: str, topic: str, url: str, monitor, args, started: float,
                  latencies: list, missed: list) -> None:
-    """One probe at each of --probes evenly spaced times, each waited for until the phase ends
-    (plus a grace), so a job that is behind shows as a long latency or a miss."""
+    """Probe k goes out at its time in the phase, whether or not earlier ones were seen yet (so
+    a job that is behind shows its real detection time): a new group with a healthy client and
+    a second process of the same client id in one go. Its latency runs from that send until the
+    job's store holds the double assignment and one scrape of the family shows it."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    send_at = [started + args.fleet_seconds * (k + 1) / (args.probes + 1)
+               for k in range(args.probes)]
     deadline = started + args.fleet_seconds + PROBE_GRACE_S
-    for k in range(args.probes):
-        at = started + args.fleet_seconds * (k + 1) / (args.probes + 1)
-        if time.monotonic() < at:
-            time.sleep(at - time.monotonic())  # the probe's scheduled send time
-        event_ms = backlog_end_ms(args) + int((time.monotonic() - started) * 1000)
-        try:
-            latencies += probe_latencies(bootstrap, topic, url, monitor.store, 1, event_ms,
-                                         first=k, timeout=max(deadline - time.monotonic(), 1))
-        except TimeoutError:
-            missed.append(k)
+    sent: dict[int, float] = {}
+    while (len(sent) < len(send_at) or len(latencies) + len(missed) < len(send_at)):
+        now = time.monotonic()
+        if now > deadline:
+            missed += sorted(k for k in sent if k not in seen_probes(latencies))
+            break
+        if len(sent) < len(send_at) and now >= send_at[len(sent)]:
+            k = len(sent)
+            send_probe(producer, topic, k, backlog_end_ms(args) + int((now - started) * 1000))
+            sent[k] = time.perf_counter()
+        for k, at in list(sent.items()):
+            if k not in seen_probes(latencies) and _double_assigned(monitor.store, f"probe-{k:03d}"):
+                _wait(DOUBLE_ASSIGNED.format(url=url), lambda m, g=f"probe-{k:03d}": (
+                    m.value("rebalance_double_assigned_queues", group=g) or 0) > 0)
+                latencies.append((k, time.perf_counter() - at))
+        time.sleep(0.01)
+    latencies[:] = [latency for _, latency in sorted(latencies)]
+
+
+def seen_probes(latencies: list) -> set:
+    return {k for k, _ in latencies}
+
+
+def send_probe(producer, topic: str, k: int, event_ms: int) -> None:
+    group = f"probe-{k:03d}"
+    for event in ({"type": "route", "ts": event_ms, "group": group, "topic": "P",
+                   "brokers": {"broker-a": 4}},
+                  *({"type": "heartbeat", "ts": event_ms + i, "group": group, "client_id": "p@1",
+                     "topics": ["P"], "strategy": "AVG", "address": f"10.9.0.{i + 1}:1"}
+                    for i in range(2))):
+        producer.produce(topic, json.dumps(event).encode(), group.encode())
+    producer.flush(30)
 
 
 def main() -> None:
