@@ -8,17 +8,19 @@ of that group, so a traceback that holds a Java stack trace (a DataFrame call in
 the stop: thousands of characters) overflows the stack inside Spark's catch block, and the
 stream thread dies with StackOverflowError instead of stopping. The sink therefore fails with
 its error's first lines only: the Py4J call and the Java exception, which is what that test
-reads. The whole error is logged here, once.
+reads. The whole error is logged here, once (an interruption, the stop itself, in one line).
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 
 log = logging.getLogger(__name__)
 
 LINE_CHARS = 200   # per line of the summary; two lines, so Spark's match stays shallow
+# What Spark's stop test looks for (StreamExecution.IO_EXCEPTION_NAMES): a stop, not a fault.
+INTERRUPTIONS = ("java.lang.InterruptedException", "java.io.InterruptedIOException",
+                 "java.nio.channels.ClosedByInterruptException")
 
 
 class BatchFailed(RuntimeError):
@@ -28,13 +30,15 @@ class BatchFailed(RuntimeError):
 def bounded_failures(sink):
     """`sink` as a foreachBatch function whose failures reach Spark as BatchFailed."""
 
-    @functools.wraps(sink)
     def call(batch_df, batch_id: int) -> None:
         try:
             sink(batch_df, batch_id)
         except Exception as error:
             text = summary(error)
-            log.error("batch %d failed in the sink: %s", batch_id, text, exc_info=error)
+            if any(name in text for name in INTERRUPTIONS):
+                log.info("batch %d interrupted (the query is stopping): %s", batch_id, text)
+            else:
+                log.error("batch %d failed in the sink: %s", batch_id, text, exc_info=error)
             raise BatchFailed(text) from None
 
     return call
