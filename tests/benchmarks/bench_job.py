@@ -83,22 +83,15 @@ def probe_latencies(bootstrap: str, topic: str, url: str, store, probes: int,
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
     numbers = range(first, first + probes)
     for k in numbers:  # each probe group: one route and one healthy client
-        group = f"probe-{k:03d}"
-        for event in ({"type": "route", "ts": event_ms, "group": group, "topic": "P",
-                       "brokers": {"broker-a": 4}},
-                      {"type": "heartbeat", "ts": event_ms, "group": group, "client_id": "p@1",
-                       "topics": ["P"], "strategy": "AVG", "address": "10.9.0.1:1"}):
-            producer.produce(topic, json.dumps(event).encode(), group.encode())
-    producer.flush(30)
+        produce_probe(producer, topic, k, event_ms, processes=1)
     # Polled in the job's store: a full scrape at 10,000 groups costs the driver 0.3 s.
     _wait_for(lambda: all(store.group(GroupKey("rocketmq", f"probe-{k:03d}")) for k in numbers),
               timeout, "the probe groups did not show in the job's store in time")
     latencies = []
     for k in numbers:
         group = f"probe-{k:03d}"
-        twin = {"type": "heartbeat", "ts": event_ms + 1, "group": group, "client_id": "p@1",
-                "topics": ["P"], "strategy": "AVG", "address": "10.9.0.2:1"}
-        producer.produce(topic, json.dumps(twin).encode(), group.encode())
+        producer.produce(topic, json.dumps(probe_heartbeat(group, event_ms, 1)).encode(),
+                         group.encode())
         producer.flush(30)
         sent = time.perf_counter()
         _wait_store(store, group, timeout)
@@ -405,38 +398,41 @@ def fleet_probes(bootstrap: str, topic: str, url: str, monitor, args, started: f
     send_at = [started + args.fleet_seconds * (k + 1) / (args.probes + 1)
                for k in range(args.probes)]
     deadline = started + args.fleet_seconds + PROBE_GRACE_S
-    sent: dict[int, float] = {}
-    while (len(sent) < len(send_at) or len(latencies) + len(missed) < len(send_at)):
+    waiting: dict[int, float] = {}      # probe number -> when it was sent
+    found: dict[int, float] = {}        # probe number -> its latency
+    while len(found) < len(send_at):
         now = time.monotonic()
         if now > deadline:
-            missed += sorted(k for k in sent if k not in seen_probes(latencies))
+            missed += sorted(waiting)
             break
-        if len(sent) < len(send_at) and now >= send_at[len(sent)]:
-            k = len(sent)
-            send_probe(producer, topic, k, backlog_end_ms(args) + int((now - started) * 1000))
-            sent[k] = time.perf_counter()
-        for k, at in list(sent.items()):
-            if k not in seen_probes(latencies) and _double_assigned(monitor.store, f"probe-{k:03d}"):
-                _wait(DOUBLE_ASSIGNED.format(url=url), lambda m, g=f"probe-{k:03d}": (
-                    m.value("rebalance_double_assigned_queues", group=g) or 0) > 0)
-                latencies.append((k, time.perf_counter() - at))
+        if len(waiting) + len(found) < len(send_at) and now >= send_at[len(waiting) + len(found)]:
+            k = len(waiting) + len(found)
+            produce_probe(producer, topic, k, backlog_end_ms(args) + int((now - started) * 1000),
+                          processes=2)
+            waiting[k] = time.perf_counter()
+        for k in [k for k in waiting if _double_assigned(monitor.store, f"probe-{k:03d}")]:
+            _wait(DOUBLE_ASSIGNED.format(url=url), lambda m, g=f"probe-{k:03d}": (
+                m.value("rebalance_double_assigned_queues", group=g) or 0) > 0)
+            found[k] = time.perf_counter() - waiting.pop(k)
         time.sleep(0.01)
-    latencies[:] = [latency for _, latency in sorted(latencies)]
+    latencies += [found[k] for k in sorted(found)]
 
 
-def seen_probes(latencies: list) -> set:
-    return {k for k, _ in latencies}
-
-
-def send_probe(producer, topic: str, k: int, event_ms: int) -> None:
+def produce_probe(producer, topic: str, k: int, event_ms: int, processes: int) -> None:
+    """Probe group k: its route and `processes` processes of one client id (two: a double
+    assignment)."""
     group = f"probe-{k:03d}"
-    for event in ({"type": "route", "ts": event_ms, "group": group, "topic": "P",
-                   "brokers": {"broker-a": 4}},
-                  *({"type": "heartbeat", "ts": event_ms + i, "group": group, "client_id": "p@1",
-                     "topics": ["P"], "strategy": "AVG", "address": f"10.9.0.{i + 1}:1"}
-                    for i in range(2))):
+    route = {"type": "route", "ts": event_ms, "group": group, "topic": "P",
+             "brokers": {"broker-a": 4}}
+    for event in (route, *(probe_heartbeat(group, event_ms, i) for i in range(processes))):
         producer.produce(topic, json.dumps(event).encode(), group.encode())
     producer.flush(30)
+
+
+def probe_heartbeat(group: str, event_ms: int, process: int) -> dict:
+    """Process `process` (0, 1, ...) of the probe's one client id, a millisecond after the last."""
+    return {"type": "heartbeat", "ts": event_ms + process, "group": group, "client_id": "p@1",
+            "topics": ["P"], "strategy": "AVG", "address": f"10.9.0.{process + 1}:1"}
 
 
 def main() -> None:
