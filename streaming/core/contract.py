@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from streaming.core.state.events import Queue2
+from streaming.core.state.refresh import Refreshes
 
 
 class GroupKey(NamedTuple):
@@ -141,6 +142,24 @@ class GroupMetrics:
 
 
 @dataclass(frozen=True)
+class ShardCounts:
+    """One shard's share of a micro-batch, for the job's own counters: valid events by type,
+    rejected ones by reason, and the newest valid event time (0: none). The event time is here
+    because a group whose events were kept for its next step emits no metrics that batch."""
+
+    events: Mapping[str, int]
+    invalid: Mapping[str, int]
+    event_time_ms: int = 0
+
+    def to_json(self) -> bytes:
+        return json.dumps(self.__dict__).encode()
+
+    @classmethod
+    def from_json(cls, payload: bytes | str) -> ShardCounts:
+        return cls(**json.loads(payload))
+
+
+@dataclass(frozen=True)
 class StepOutput:
     """One group's step: the state to store (None: the group is gone), its metrics (None when
     gone), the finding records to publish in order, and when Spark should wake the group next
@@ -150,3 +169,5 @@ class StepOutput:
     metrics: GroupMetrics | None
     findings: list[FindingRecord]
     next_timeout_ms: int | None
+    # What the new blob's view takes as a refresh (streaming.core.state.refresh); None when gone.
+    refreshes: Refreshes | None = field(default=None, compare=False, repr=False)

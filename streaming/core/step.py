@@ -73,6 +73,7 @@ from streaming.core.state.group import (
     forget_tombstones,
     next_deadline,
 )
+from streaming.core.state.refresh import Refreshes
 from streaming.core.state.rerun import claims_of, rerun
 
 LONG_AGO = -(2**62)
@@ -141,6 +142,19 @@ def step(blob: bytes | None, events: Sequence[tuple[Event, int]], *,
     if following.events[0][0].ts < following.horizon:
         return _onto_view_edge_in_new_events(body, following)
     return _onto_view_edge_past_window(body.stored(with_view=True), following, config)
+
+
+def refreshes_of(blob: bytes, config: StepConfig = StepConfig()) -> Refreshes:
+    """What the blob's view takes as a refresh (the step that wrote the blob gave the same as
+    `StepOutput.refreshes`). A view kept with another session timeout takes none: a step
+    replays its window instead (`_following`)."""
+    body = decode_body(blob)
+    view = body.view()
+    if view is None:
+        stored = body.stored(with_view=False)
+        view = _replay(Replay(stored.settled), stored.pending, stored.now).state
+    accepts = view.session_timeout_ms == config.timeout_for(view.system)
+    return Refreshes(view, body.now, body.last_pending(), accepts)
 
 
 def metrics_of(blob: bytes) -> GroupMetrics:
@@ -276,9 +290,22 @@ def _conclude(view: Replay, published: dict, published_at: tuple[int, int],
     # With no event inside the window, the view is the settled state plus expiry: the next step
     # gets it as cheaply by replaying nothing, so it is not stored twice.
     kept.view = state if kept.pending or kept.pending_raw else None
+    refreshes = Refreshes(state, kept.now, _last_pending(kept))
     # Spark wakes the group at its next expiry (of a member, a broker's entry, or the group
     # itself), so a group that goes quiet still expires, and its series go, in event time.
-    return StepOutput(encode(kept), fnd.metrics(state, current), changes, next_deadline(state))
+    return StepOutput(encode(kept), fnd.metrics(state, current), changes, next_deadline(state),
+                      refreshes)
+
+
+def _last_pending(stored: Stored) -> tuple[int, int] | None:
+    """(ts, offset) of the window's last event, as the blob will store it."""
+    if stored.pending:
+        event, offset = stored.pending[-1]
+        return event.ts, offset
+    if stored.pending_raw:
+        offset, event = stored.pending_raw[-1]
+        return event["ts"], offset
+    return None
 
 
 def _order(item: tuple[Event, int]) -> tuple[int, int]:

@@ -19,7 +19,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from streaming.core.contract import FindingRecord, GroupKey, GroupMetrics
+from streaming.core.contract import FindingRecord, GroupKey, GroupMetrics, ShardCounts
 from streaming.delivery import Delivery, Outbox, Record
 from streaming.exporter import SnapshotStore
 from streaming.spark.checkpoint_files import TextFile, checkpoint_child
@@ -109,15 +109,16 @@ class BatchSink:
             self._store.record_finding(FindingRecord.from_json(payload))
             if count:
                 self._send(Record(self._findings_topic, payload, key.group.encode()))
-        elif not count:
-            return
-        elif kind == DEAD_LETTER:
+        elif kind == COUNTS:
+            counts = ShardCounts.from_json(payload)
+            self._counters.max_event_time_ms = max(self._counters.max_event_time_ms,
+                                                   counts.event_time_ms)
+            if count:
+                self._counters.events.update(counts.events)
+                self._counters.invalid.update(counts.invalid)
+        elif kind == DEAD_LETTER and count:
             reason = (REASON_HEADER, (row.reason or "").encode())
             self._send(Record(self._dead_letter_topic, payload, headers=(reason,), cuttable=True))
-        elif kind == COUNTS:
-            counts = json.loads(payload)
-            self._counters.events.update(counts.get("events", {}))
-            self._counters.invalid.update(counts.get("invalid", {}))
 
     def _send(self, record: Record) -> None:
         self._sent.append(self._outbox.send(record))

@@ -1,36 +1,37 @@
-"""The applyInPandasWithState wrapper: a few lines around the pure `streaming.core.step.step`.
+"""The applyInPandasWithState wrapper: a few lines around the pure `streaming.core.advance`.
 
 Spark's key is a shard of groups (streaming.core.state.shard says why): per shard and
-micro-batch it sorts the rows by group, (system, group), decodes each group's events, runs one
-step for each group that has events or whose timeout the watermark passed, and emits rows for the
-driver: each stepped group's metrics (or "removed"), the findings that started or ended, dead
-letters, and the shard's counts. A step per group, with the watermark Spark gives the shard, is
-what the group's own key was given before: the groups of a shard never see each other. Each
-payload is the contract's own serialisation (streaming.core.contract), read back by the sink.
-The state is one binary blob (Spark's Python state crashes on array/map fields): the shard's
-entries, each a group's blob from the core and its timeout.
+micro-batch it sorts the rows by group, (system, group), decodes each group's events, advances
+each group that has events or whose timeout the watermark passed (a step, or its refreshes kept
+for the next one), and emits rows for the driver: each stepped group's metrics (or "removed"),
+the findings that started or ended, dead letters, and the shard's counts. A step per group,
+with the watermark Spark gives the shard, is what the group's own key was given before: the
+groups of a shard never see each other. Each payload is the contract's own serialisation
+(streaming.core.contract), read back by the sink. The state is one binary blob (Spark's Python
+state crashes on array/map fields): the shard's entries, each a group's blob from the core, its
+timeout and its kept refreshes.
 """
 
 from __future__ import annotations
 
 import gc
-import json
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 
 import pandas as pd
 
-from streaming.core.contract import GroupKey, StepOutput
+from streaming.core.advance import advance
+from streaming.core.contract import GroupKey, ShardCounts, StepOutput
 from streaming.core.state.events import EventParser, Invalid
+from streaming.core.state.refresh import Refreshes
 from streaming.core.state.shard import (
-    NO_TIMEOUT,
     ShardEntry,
     decode_shard,
     earliest_timeout,
     encode_shard,
     is_due,
 )
-from streaming.core.step import StepConfig, step
+from streaming.core.step import StepConfig, refreshes_of
 from streaming.spark.parse import UNROUTABLE_KEY
 
 STATE_SCHEMA = "blob binary"
@@ -50,13 +51,49 @@ WORKER_GC_THRESHOLDS = (50_000, 20, 10)
 
 
 class Counts:
-    """Valid events by type and invalid ones by reason, for the shard's one counts row."""
+    """Valid events by type, invalid ones by reason, and the newest valid event time, for the
+    shard's one counts row."""
 
     def __init__(self) -> None:
         self.valid, self.invalid = Counter(), Counter()
+        self.event_time_ms = 0
 
     def to_json(self) -> bytes:
-        return json.dumps({"events": dict(self.valid), "invalid": dict(self.invalid)}).encode()
+        return ShardCounts(dict(self.valid), dict(self.invalid), self.event_time_ms).to_json()
+
+
+class RefreshCache:
+    """Per Python worker: what each blob's view takes as a refresh, keyed by the blob's bytes.
+    A step leaves it for the blob it wrote; a blob this worker did not write (another worker's,
+    or one restored from the checkpoint) is decoded once. Keyed by the bytes, an entry can
+    never describe another state than the one stored."""
+
+    def __init__(self, max_entries: int = 65_536) -> None:
+        self._by_blob: dict[bytes, Refreshes] = {}
+        self._max_entries = max_entries
+
+    def __len__(self) -> int:
+        return len(self._by_blob)
+
+    def lookup(self, blob: bytes, config: StepConfig) -> Refreshes:
+        refreshes = self._by_blob.get(blob)
+        if refreshes is None:
+            refreshes = refreshes_of(blob, config)
+            self.remember(blob, refreshes)
+        return refreshes
+
+    def remember(self, blob: bytes, refreshes: Refreshes | None) -> None:
+        if refreshes is None:
+            return
+        if len(self._by_blob) >= self._max_entries:
+            self._by_blob.clear()
+        self._by_blob[blob] = refreshes
+
+    def forget(self, blob: bytes) -> None:
+        self._by_blob.pop(blob, None)
+
+
+_REFRESHES = RefreshCache()
 
 
 def make_state_function(config: StepConfig, max_event_bytes: int = 1 << 20):
@@ -109,23 +146,23 @@ def _rows_by_group(batches: Iterator[pd.DataFrame]) -> dict[GroupKey, list[tuple
 
 def _advance(key: GroupKey, entries: dict, events: list, watermark: int | None,
              config: StepConfig) -> list[tuple]:
-    """One core step from the group's stored blob (none for a new group); keep its new blob in
-    the shard's entries (or drop the group); its output rows."""
-    entry = entries.get(key)
-    output = step(entry.blob if entry else None, events, watermark_ms=watermark, config=config)
-    if output.blob is None:
+    """Advance the group from its stored entry (none for a new group); keep its new entry in
+    the shard's entries (or drop the group); its output rows (none when its events were kept)."""
+    entry: ShardEntry | None = entries.get(key)
+    advanced = advance(entry, events, watermark, config,
+                       lambda blob: _REFRESHES.lookup(blob, config))
+    if advanced.entry is None:
         entries.pop(key, None)
     else:
-        entries[key] = ShardEntry(output.blob, _timeout(output, watermark))
+        entries[key] = advanced.entry
+    output = advanced.output
+    if output is None:
+        return []
+    if entry is not None:
+        _REFRESHES.forget(entry.blob)
+    if output.blob is not None:
+        _REFRESHES.remember(output.blob, output.refreshes)
     return _step_rows(key, output)
-
-
-def _timeout(output: StepOutput, watermark: int | None) -> int:
-    """When the watermark wakes the group, which must lie after the watermark (as Spark required
-    of the group's own key)."""
-    if output.next_timeout_ms is None:
-        return NO_TIMEOUT
-    return max(output.next_timeout_ms, (watermark or 0) + 1)
 
 
 def _decode(key: GroupKey, rows: list[tuple], max_event_bytes: int, counts: Counts):
@@ -149,6 +186,7 @@ def _decode(key: GroupKey, rows: list[tuple], max_event_bytes: int, counts: Coun
             if event.group == key.group:
                 events.append((event, int(offset)))
                 counts.valid[event.type] += 1
+                counts.event_time_ms = max(counts.event_time_ms, event.ts)
     return events, dead
 
 

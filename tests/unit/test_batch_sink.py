@@ -31,7 +31,7 @@ def batch(system="rocketmq"):
         row("metrics", payload=metrics.to_json(), system=system),
         row("finding", payload=finding.to_json(), system=system),
         row("dead_letter", UNROUTABLE, b"not json", "not_json", UNROUTABLE),
-        row("counts", payload=json.dumps({"events": {"heartbeat": 3}, "invalid": {"not_json": 1}}).encode(),
+        row("counts", payload=json.dumps({"events": {"heartbeat": 3}, "invalid": {"not_json": 1}, "event_time_ms": 0}).encode(),
             system=system),
     ]
 

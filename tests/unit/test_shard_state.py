@@ -3,11 +3,13 @@
 The reference below is Spark's own per-key semantics for applyInPandasWithState with an
 event-time timeout (FlatMapGroupsWithStateExec): a key with rows in the batch is called with
 them; a key without rows whose timeout lies before the watermark is called timed out; each group
-stored its blob and set its timeout to max(next timeout, watermark + 1). A key whose rows were all
-dead letters counts as one without rows, so that no group keeps a timeout the watermark passed. The state function runs
-with pyspark's real GroupState, carried from batch to batch as Spark carries it."""
+advanced its own entry (streaming.core.advance: its blob, its timeout, its kept refreshes). A
+key whose rows were all dead letters counts as one without rows, so that no group keeps a timeout
+the watermark passed. The state function runs with pyspark's real GroupState, carried from batch
+to batch as Spark carries it."""
 
 import json
+import struct
 
 import pandas as pd
 import pytest
@@ -16,8 +18,10 @@ from hypothesis import strategies as st
 from pyspark.sql import Row
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
-from streaming.core.contract import GroupKey
+from streaming.core.advance import advance
+from streaming.core.contract import GroupKey, ShardCounts
 from streaming.core.state.events import parse_event
+from streaming.core.state.refresh import Kept, pack_kept
 from streaming.core.state.shard import (
     NO_TIMEOUT,
     ShardEntry,
@@ -25,7 +29,6 @@ from streaming.core.state.shard import (
     decode_shard,
     encode_shard,
 )
-from streaming.core.step import step
 from streaming.spark.parse import UNROUTABLE_KEY
 from streaming.spark.state_function import (
     COUNTS,
@@ -43,9 +46,14 @@ KEYS = [GroupKey("rocketmq", "g"), GroupKey("kafka", "g"), GroupKey("rocketmq", 
 UNROUTABLE = GroupKey(UNROUTABLE_KEY, UNROUTABLE_KEY)
 
 
+KEPT = st.builds(Kept, st.integers(0, 2**32 - 1), st.integers(-2**63, 2**63 - 1),
+                 st.integers(-2**63, 2**63 - 1))
+
+
 @given(st.dictionaries(
     st.builds(GroupKey, st.sampled_from(["kafka", "rocketmq", UNROUTABLE_KEY]), st.text()),
-    st.builds(ShardEntry, st.binary(), st.integers(-1, 2**62))))
+    st.builds(ShardEntry, st.binary(), st.integers(-1, 2**62),
+              st.lists(KEPT, max_size=4).map(pack_kept))))
 def test_a_shard_decodes_to_the_entries_it_was_encoded_from(entries):
     assert decode_shard(encode_shard(entries)) == entries
 
@@ -56,8 +64,23 @@ def test_a_group_name_over_64_kib_is_kept():
     assert decode_shard(encode_shard(entries)) == entries
 
 
-@pytest.mark.parametrize("value", [b"", b"\x02", b"\x01\x00", b"\x01" + b"\x00" * 20 + b"\xff",
-                                   b"\x01" + bytes(11) + b"\x05" + bytes(8) + b"ab"])
+def test_a_shard_of_format_1_is_read_with_nothing_kept():
+    """Format 1 (before kept refreshes): per entry the four lengths and timeout, then system,
+    group and blob. A checkpoint written by the version before goes on."""
+    v1 = b"\x01" + b"".join(
+        struct.pack(">IIIq", len(system), len(group), len(blob), timeout) + system + group + blob
+        for system, group, blob, timeout in ((b"kafka", b"g", b"blob-1", 5),
+                                             (b"rocketmq", b"h", b"blob-2", -1)))
+    assert decode_shard(v1) == {GroupKey("kafka", "g"): ShardEntry(b"blob-1", 5),
+                                GroupKey("rocketmq", "h"): ShardEntry(b"blob-2", -1)}
+
+
+@pytest.mark.parametrize("value", [b"", b"\x03", b"\x02\x00", b"\x01" + b"\x00" * 20 + b"\xff",
+                                   b"\x01" + bytes(11) + b"\x05" + bytes(8) + b"ab",
+                                   b"\x02" + bytes(11) + b"\x01" + bytes(8) + b"a" + b"\x00\x00\x00\x28"
+                                   + bytes(20),
+                                   b"\x02" + bytes(11) + b"\x01" + bytes(8) + b"a" + b"\x00\x00\x00\x13"
+                                   + bytes(19)])
 def test_bytes_of_another_format_or_cut_short_are_refused(value):
     with pytest.raises(ShardFormatError):
         decode_shard(value)
@@ -68,13 +91,20 @@ def fleet_batches(draw):
     """Batches of raw records (key, bytes) of several groups in arrival order, each batch with
     its watermark (non-decreasing; None before the first); batches may be empty."""
     keys = draw(st.lists(st.sampled_from(KEYS), min_size=1, max_size=4, unique=True))
-    nominal, records = T0, []
+    nominal, records, heartbeats = T0, [], {}
     for _ in range(draw(st.integers(1, 50))):
         nominal += draw(st.sampled_from([0, 5, 50, 200, 700, 1_500]))
         key = draw(st.sampled_from(keys))
         lag = draw(st.sampled_from([0, 0, 10, 250]))
-        event = draw((kafka_event if key.system == "kafka" else rocketmq_event)(nominal - lag))
-        event["group"] = key.group
+        if key in heartbeats and draw(st.booleans()):   # a refresh: a client's facts again
+            event = {**draw(st.sampled_from(sorted(heartbeats[key].values(), key=str))),
+                     "ts": nominal - lag}
+        else:
+            event = draw((kafka_event if key.system == "kafka" else rocketmq_event)(nominal - lag))
+            event["group"] = key.group
+            if event["type"] == "heartbeat":
+                client = (event["client_id"], event.get("address"))
+                heartbeats.setdefault(key, {})[client] = event
         choice = draw(st.integers(0, 14))
         if choice == 0:     # valid envelope, invalid event: a dead letter under the group's key
             event = {"type": "heartbeat", "ts": nominal, "group": key.group, "system": key.system}
@@ -136,8 +166,9 @@ def _shard_run(batches, shard_of) -> list[list[tuple]]:
 
 
 def _per_group_run(batches):
-    """The reference: the core's step per group key, called as Spark called each group's key."""
-    blobs, timeouts, out = {}, {}, []
+    """The reference: the core's advance per group key, called as Spark called each group's
+    key (the group's own state being its entry: blob, timeout and kept refreshes)."""
+    entries, out = {}, []
     for records, watermark in batches:
         arrived: dict[GroupKey, list] = {}
         for offset, (key, raw) in enumerate(records):
@@ -155,22 +186,23 @@ def _per_group_run(batches):
             if events:
                 events_of[key] = events
         # A key whose rows were all dead letters counts as one without rows.
-        due = [k for k in blobs if k not in events_of and timeouts[k] < (watermark or 0)]
+        due = [k for k, e in entries.items() if k not in events_of and e.timeout_ms < (watermark or 0)]
         for key in [*events_of, *due]:
-            events = events_of.get(key, [])
-            output = step(blobs.get(key), events, watermark_ms=watermark, config=CONFIG)
+            advanced = advance(entries.get(key), events_of.get(key, []), watermark, CONFIG)
+            output = advanced.output
+            if advanced.entry is None:
+                entries.pop(key, None)
+            else:
+                entries[key] = advanced.entry
+            if output is None:
+                continue
             rows += [(*key, "finding", r.to_json()) for r in output.findings]
             if output.metrics is not None:
                 rows.append((*key, "metrics", output.metrics.to_json()))
             elif output.blob is None:
                 rows.append((*key, "removed", b""))
-            if output.blob is None:
-                blobs.pop(key, None)
-            else:
-                blobs[key] = output.blob
-                timeouts[key] = max(output.next_timeout_ms, (watermark or 0) + 1)
         out.append((rows, valid))
-    return out, blobs
+    return out, entries
 
 
 def _comparable(rows) -> list[tuple]:
@@ -190,11 +222,11 @@ def test_shards_of_groups_equal_one_state_per_group(batches, shards):
     per_group, blobs = _per_group_run(batches)
     for got, (want, valid) in zip(sharded, per_group, strict=True):
         assert _comparable(got) == sorted(want, key=lambda row: row[:2])
-        counts = [json.loads(payload) for *_, kind, _, payload in got if kind == COUNTS]
-        assert sum(sum(c["events"].values()) for c in counts) == valid
-        assert sum(sum(c["invalid"].values()) for c in counts) == sum(
+        counts = [ShardCounts.from_json(payload) for *_, kind, _, payload in got if kind == COUNTS]
+        assert sum(sum(c.events.values()) for c in counts) == valid
+        assert sum(sum(c.invalid.values()) for c in counts) == sum(
             1 for row in want if row[2] == DEAD_LETTER)
-    assert {k: e.blob for shard in entries.values() for k, e in shard.items()} == blobs
+    assert {k: e for shard in entries.values() for k, e in shard.items()} == blobs
 
 
 def heartbeat(group: str, client: str, ts: int) -> tuple:

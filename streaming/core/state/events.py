@@ -377,7 +377,7 @@ class EventParser:
                 parse_ts(ts)       # the same rejection as the full parse
             except _Reject as rejected:
                 return Invalid(rejected.reason, rejected.detail)
-        return [_with_ts(event, ts) for event in remembered]
+        return [with_ts(event, ts) for event in remembered]
 
     def _parse_new(self, raw: bytes, at: int, key: bytes, ts: int) -> list[Event] | Invalid:
         parsed = parse_event(raw)
@@ -396,7 +396,8 @@ def _before_nesting(raw: bytes, at: int) -> bool:
             and raw.find(b"[", opening + 1, at) < 0)
 
 
-def _with_ts(event: Event, ts: int) -> Event:
+def with_ts(event: Event, ts: int) -> Event:
+    """The event at another time."""
     # A frozen dataclass copied through its __dict__: dataclasses.replace re-runs __init__ and
     # costs as much as the parse this class saves.
     copy = object.__new__(Event)

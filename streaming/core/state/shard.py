@@ -4,12 +4,15 @@ Spark's per-key cost in applyInPandasWithState (a pandas frame in and out, a sta
 Python round trip: about 1 ms) was paid once per group and micro-batch; with thousands of
 groups that cost, not the events, set the batch's duration. The job therefore keys its state by
 a shard of groups and keeps each group's own blob (streaming.core.state.codec) inside the
-shard's value, with the group's timeout beside it. A group's blob is copied as bytes, never
-re-encoded, when the group has nothing to do in a batch.
+shard's value, with the group's timeout and the refreshes waiting for its next step
+(streaming.core.state.refresh) beside it. A group's blob is copied as bytes, never re-encoded,
+when the group does not step in a batch.
 
     >>> from streaming.core.contract import GroupKey
+    >>> from streaming.core.state.refresh import Kept, pack_kept
     >>> entries = {GroupKey("kafka", "orders"): ShardEntry(b"blob-1", 5_000),
-    ...            GroupKey("rocketmq", "orders"): ShardEntry(b"blob-2", NO_TIMEOUT)}
+    ...            GroupKey("rocketmq", "orders"): ShardEntry(b"blob-2", NO_TIMEOUT,
+    ...                                                       pack_kept([Kept(3, 7_000, 41)]))}
     >>> decode_shard(encode_shard(entries)) == entries
     True
     >>> earliest_timeout(entries)
@@ -23,26 +26,36 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from streaming.core.contract import GroupKey
+from streaming.core.state.refresh import KEPT_RECORD
 
-SHARD_VERSION = 1
+# 1: entries without kept refreshes (read as having none); 2: with them.
+SHARD_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 NO_TIMEOUT = -1   # Spark's GroupState.NO_TIMESTAMP: the group is never woken by time alone
 
 # Per entry: the lengths of system, group and blob, then the timeout (event time, ms).
 # 32-bit lengths: a group's name is bounded only by --max-event-bytes, and a name over 64 KiB
 # must not stop the job.
 _ENTRY = struct.Struct(">IIIq")
+_KEPT_LENGTH = struct.Struct(">I")   # format 2: then the kept refreshes, packed
 
 
 class ShardEntry(NamedTuple):
-    """One group inside a shard: its blob and the event time after which the watermark wakes
-    it (as Spark's EventTimeTimeout would the group's own key: woken when timeout < watermark)."""
+    """One group inside a shard: its blob, the event time after which the watermark wakes it
+    (as Spark's EventTimeTimeout would the group's own key: woken when timeout < watermark),
+    and the refreshes kept for its next step, in arrival order."""
 
     blob: bytes
     timeout_ms: int
+    kept: bytes = b""                # KEPT_RECORD each (streaming.core.state.refresh)
+
+    @property
+    def kept_count(self) -> int:
+        return len(self.kept) // KEPT_RECORD.size
 
 
 class ShardFormatError(ValueError):
-    """Bytes that are not a shard of this version."""
+    """Bytes that are not a shard of a version this build reads."""
 
 
 def encode_shard(entries: Mapping[GroupKey, ShardEntry]) -> bytes:
@@ -52,14 +65,15 @@ def encode_shard(entries: Mapping[GroupKey, ShardEntry]) -> bytes:
         entry = entries[key]
         system, group = key.system.encode(), key.group.encode()
         parts += (_ENTRY.pack(len(system), len(group), len(entry.blob), entry.timeout_ms),
-                  system, group, entry.blob)
+                  system, group, entry.blob, _KEPT_LENGTH.pack(len(entry.kept)), entry.kept)
     return b"".join(parts)
 
 
 def decode_shard(value: bytes) -> dict[GroupKey, ShardEntry]:
-    if not value or value[0] != SHARD_VERSION:
+    if not value or value[0] not in READABLE_VERSIONS:
         found = value[0] if value else "nothing"
-        raise ShardFormatError(f"shard format {found}, expected {SHARD_VERSION}")
+        raise ShardFormatError(f"shard format {found}, expected one of {READABLE_VERSIONS}")
+    with_kept = value[0] >= 2
     view, at, entries = memoryview(value), 1, {}
     try:
         while at < len(view):
@@ -71,8 +85,17 @@ def decode_shard(value: bytes) -> dict[GroupKey, ShardEntry]:
             at += system_len
             group = bytes(view[at:at + group_len]).decode()
             at += group_len
-            entries[GroupKey(system, group)] = ShardEntry(bytes(view[at:at + blob_len]), timeout_ms)
+            blob = bytes(view[at:at + blob_len])
             at += blob_len
+            kept = b""
+            if with_kept:
+                (kept_len,) = _KEPT_LENGTH.unpack_from(view, at)
+                at += _KEPT_LENGTH.size
+                if at + kept_len > len(view) or kept_len % KEPT_RECORD.size:
+                    raise ShardFormatError("shard cut short")
+                kept = bytes(view[at:at + kept_len])
+                at += kept_len
+            entries[GroupKey(system, group)] = ShardEntry(blob, timeout_ms, kept)
     except (struct.error, UnicodeDecodeError) as error:
         raise ShardFormatError(f"shard unreadable: {error}") from None
     return entries

@@ -1,0 +1,72 @@
+"""advance(): one group of a shard through one micro-batch: keep its refreshes, or step it.
+
+A step costs about 2 ms of Python per group (decode, findings, encode), and a steady fleet sends
+every group a few heartbeats per batch that change nothing (streaming.core.state.refresh). A
+batch whose events are all refreshes of the group's view is therefore kept beside the group's
+blob, without a step; the group steps with them, in their place, when an event that is not a
+refresh arrives, when its timeout is due, or when MAX_KEPT wait. That is the same as the batches
+being cut another way, which `step` does not depend on (tests/unit/test_step_properties.py);
+and since a kept batch would have changed no finding and no metric but the event time, nothing
+is detected later for it (tests/unit/test_refresh_deferral.py).
+
+    >>> from streaming.core.state.events import parse_event
+    >>> def hb(ts, topics=("T",)):
+    ...     return [(parse_event({"type": "heartbeat", "ts": ts, "group": "g", "client_id": "c1",
+    ...                           "topics": list(topics), "strategy": "AVG"})[0], ts % 1000)]
+    >>> first = advance(None, hb(1_700_000_000_000), None)
+    >>> kept = advance(first.entry, hb(1_700_000_030_000), None)
+    >>> kept.output, kept.entry.blob == first.entry.blob, kept.entry.kept_count
+    (None, True, 1)
+    >>> changed = advance(kept.entry, hb(1_700_000_031_000, topics=("T", "U")), None)
+    >>> changed.output.metrics.event_time_ms, changed.entry.kept
+    (1700000031000, b'')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+from streaming.core.contract import StepOutput
+from streaming.core.state.events import Event
+from streaming.core.state.refresh import Refreshes, unpack_kept
+from streaming.core.state.shard import NO_TIMEOUT, ShardEntry, is_due
+from streaming.core.step import StepConfig, refreshes_of, step
+
+
+class Advanced(NamedTuple):
+    """The group's entry after the batch (None: the group is gone) and its step's output (None:
+    the batch's events were kept, there is nothing to publish)."""
+
+    entry: ShardEntry | None
+    output: StepOutput | None
+
+
+def advance(entry: ShardEntry | None, events: Sequence[tuple[Event, int]],
+            watermark_ms: int | None, config: StepConfig | None = None,
+            refreshes_for: Callable[[bytes], Refreshes] | None = None) -> Advanced:
+    """`refreshes_for(blob)` gives what the blob's view takes as a refresh; by default it is
+    decoded from the blob (the job caches it per worker, keyed by the blob)."""
+    config = config or StepConfig()
+    if refreshes_for is None:
+        def refreshes_for(blob: bytes) -> Refreshes:
+            return refreshes_of(blob, config)
+    if entry is not None and events and not is_due(entry, watermark_ms):
+        kept = refreshes_for(entry.blob).keep_all(events, watermark_ms, entry.kept_count)
+        if kept is not None:
+            return Advanced(entry._replace(kept=entry.kept + kept), None)
+    waiting = (refreshes_for(entry.blob).events(unpack_kept(entry.kept))
+               if entry and entry.kept else [])
+    output = step(entry.blob if entry else None, [*waiting, *events],
+                  watermark_ms=watermark_ms, config=config)
+    if output.blob is None:
+        return Advanced(None, output)
+    return Advanced(ShardEntry(output.blob, timeout_after(output, watermark_ms)), output)
+
+
+def timeout_after(output: StepOutput, watermark_ms: int | None) -> int:
+    """When the watermark wakes the group, which must lie after the watermark (as Spark required
+    of the group's own key)."""
+    if output.next_timeout_ms is None:
+        return NO_TIMEOUT
+    return max(output.next_timeout_ms, (watermark_ms or 0) + 1)

@@ -1,0 +1,191 @@
+"""Keeping a group's refreshes for its next step (streaming.core.advance) changes only when the
+group steps, never what it publishes, and never delays a detection.
+
+- In event-time order, the records published equal those of a step every batch, and the final
+  findings and metrics are the same. Reordered within the window, the final findings and
+  metrics are the same.
+- A batch that is kept would, stepped at once, have published no record and left every metric
+  but the event time as it was.
+- What a step says its blob's view takes as a refresh equals what the blob decodes to, so a
+  worker that did not write the blob rebuilds the same events from the same references."""
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from streaming.core.advance import advance
+from streaming.core.state.codec import decode
+from streaming.core.state.refresh import unpack_kept
+from streaming.core.state.shard import is_due
+from streaming.core.step import StepConfig, refreshes_of, step
+from tests.unit.state_helpers import T0, hb, parsed, route
+from tests.unit.test_step_properties import CONFIG, kafka_event, rocketmq_event
+
+pytestmark = [pytest.mark.unit, pytest.mark.slow]
+
+
+@st.composite
+def steady_group(draw, reordered: bool = True):
+    """Events of one group in arrival order, most of them refreshes (a client's or a route's
+    last facts again), the rest as test_step_properties draws them; the cuts into batches, each
+    batch's watermark (at most the next batch's oldest event, or none) and a final watermark."""
+    make = kafka_event if draw(st.integers(0, 3)) == 0 else rocketmq_event
+    nominal, raws, last_facts = T0, [], {}
+    for _ in range(draw(st.integers(1, 60))):
+        nominal += draw(st.sampled_from([0, 0, 5, 50, 100, 200, 400]))
+        ts = nominal - (draw(st.sampled_from([0, 0, 0, 10, 120, 250])) if reordered else 0)
+        if last_facts and draw(st.integers(0, 9)) < 7:
+            event = {**draw(st.sampled_from(sorted(last_facts.values(), key=str))), "ts": ts}
+        else:
+            event = draw(make(ts))
+            if event["type"] == "heartbeat":
+                last_facts[(event["client_id"], event.get("address"), event.get("broker"))] = event
+            elif event["type"] == "route":
+                last_facts[event["topic"]] = event
+        raws.append(event)
+    items = parsed(raws)
+    cuts = sorted(draw(st.sets(st.integers(1, max(1, len(items) - 1)), max_size=12)))
+    if not reordered:   # no cut inside one millisecond (step's documented condition)
+        cuts = [c for c in cuts if c < len(items) and items[c][0].ts > items[c - 1][0].ts]
+    bounds = [0, *cuts, len(items)]
+    batches = []
+    for start, end in zip(bounds, bounds[1:], strict=False):
+        later = [event.ts for event, _ in items[end:]]
+        behind = draw(st.sampled_from([None, 1, 1, 200, 900]))
+        watermark = None if behind is None or not later else min(later) - behind
+        batches.append((items[start:end], watermark))
+    final = draw(st.sampled_from([None, nominal, nominal + 900, nominal + 5_000]))
+    batches[-1] = (batches[-1][0], final)
+    return batches
+
+
+def _every_batch(batches):
+    """The reference: one step per batch."""
+    blob, records, out = None, [], None
+    for events, watermark in batches:
+        out = step(blob, events, watermark_ms=watermark, config=CONFIG)
+        blob, records = out.blob, records + out.findings
+    return out, records
+
+
+def _keeping(batches, on_kept=None):
+    """advance() per batch, then one step for what is still kept (the job steps it when the
+    group's timeout is due or another event comes)."""
+    entry, records, out, kept_batches = None, [], None, 0
+    for events, watermark in batches:
+        before = entry
+        advanced = advance(entry, events, watermark, CONFIG)
+        entry = advanced.entry
+        if advanced.output is None:
+            kept_batches += 1
+            if on_kept is not None:
+                on_kept(before, entry, watermark)
+        else:
+            out, records = advanced.output, records + advanced.output.findings
+    if entry is not None and entry.kept:
+        out = advance(entry, [], batches[-1][1], CONFIG).output
+        records += out.findings
+    return out, records, kept_batches
+
+
+def _final(out):
+    published = None if out.blob is None else decode(out.blob).published
+    return published, out.metrics
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steady_group(reordered=False))
+def test_in_order_keeping_refreshes_publishes_what_a_step_every_batch_does(batches):
+    reference, reference_records = _every_batch(batches)
+    kept_out, kept_records, _ = _keeping(batches)
+    assert [r.to_json() for r in kept_records] == [r.to_json() for r in reference_records]
+    assert _final(kept_out) == _final(reference)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steady_group())
+def test_reordered_keeping_refreshes_ends_with_the_same_findings_and_metrics(batches):
+    reference, _ = _every_batch(batches)
+    kept_out, _, _ = _keeping(batches)
+    assert _final(kept_out) == _final(reference)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steady_group())
+def test_a_kept_batch_would_have_published_nothing_and_changed_no_metric(batches):
+    last_metrics = {}
+
+    def stepped_at_once(before, after, watermark):
+        waiting = refreshes_of(before.blob, CONFIG).events(unpack_kept(after.kept))
+        now = step(before.blob, waiting, watermark_ms=watermark, config=CONFIG)
+        assert now.findings == []
+        shown = last_metrics["out"].metrics
+        assert now.metrics == type(shown)(**{**shown.__dict__,
+                                             "event_time_ms": now.metrics.event_time_ms})
+
+    entry = None
+    for events, watermark in batches:
+        before = entry
+        advanced = advance(entry, events, watermark, CONFIG)
+        entry = advanced.entry
+        if advanced.output is None:
+            stepped_at_once(before, entry, watermark)
+        else:
+            last_metrics["out"] = advanced.output
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steady_group())
+def test_the_step_and_its_blob_take_the_same_refreshes(batches):
+    blob = None
+    for events, watermark in batches:
+        out = step(blob, events, watermark_ms=watermark, config=CONFIG)
+        if out.blob is None:
+            assert out.refreshes is None
+            blob = None
+            continue
+        given_, decoded = out.refreshes, refreshes_of(out.blob, CONFIG)
+        assert (given_.now, given_.last_pending, given_.deadline, given_.accepts) == (
+            decoded.now, decoded.last_pending, decoded.deadline, decoded.accepts)
+        assert given_.sources == decoded.sources
+        assert [given_._template(i) for i in range(len(given_.sources))] == [
+            decoded._template(i) for i in range(len(decoded.sources))]
+        blob = out.blob
+
+
+HEARTBEAT_MS, BATCH_MS = 30_000, 2_000
+
+
+def test_a_steady_group_steps_for_a_change_at_once_and_otherwise_once_a_session_timeout():
+    """Three clients heartbeat their facts every 30 s through two brokers, cut into 2 s batches
+    with a watermark 10 s behind: after the first batch, the group steps only when a heartbeat
+    comes after its view's first deadline, until c3 heartbeats another view, which is stepped,
+    and found, in its own batch."""
+    config = StepConfig()
+    raws = [route("T", ts=T0, brokers={"a": 4, "b": 4})]
+    for at in range(0, 300_000, HEARTBEAT_MS):
+        for n, client in enumerate(("c1", "c2", "c3")):
+            raws += [hb(client, ["T"], ts=T0 + at + 100 * n + 10 * b, broker=broker)
+                     for b, broker in enumerate(("a", "b"))]
+    seen_other_view = T0 + 300_000 + 1_000
+    raws.append(hb("c3", ["T"], ts=seen_other_view, broker="a", view={"clients": ["c3"]}))
+    items = parsed(raws)
+    entry, steps = None, []
+    for start in range(T0, seen_other_view + BATCH_MS, BATCH_MS):
+        events = [item for item in items if start <= item[0].ts < start + BATCH_MS]
+        watermark = start - 10_000
+        if not events and (entry is None or not is_due(entry, watermark)):
+            continue        # Spark calls the group only with events or once its timeout is due
+        advanced = advance(entry, events, watermark, config)
+        entry = advanced.entry
+        if advanced.output is not None:
+            steps.append((start - T0, advanced.output))
+    first, *refreshed, last = steps
+    assert first[0] == 0
+    assert last[0] == seen_other_view - T0 - 1_000
+    assert {r.kind for r in last[1].findings} >= {"double_assignment", "view_divergent"}
+    # The sessions are refreshed only in the view a step leaves: a heartbeat later than the
+    # view's first deadline (120 s after its oldest heartbeat) is not a refresh of it (in the
+    # view, a session expired before it), so the group steps once every 120 s.
+    assert [at for at, _ in refreshed] == [120_000, 240_000]
+    assert all(out.findings == [] for _, out in refreshed)
