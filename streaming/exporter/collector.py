@@ -247,7 +247,7 @@ class JobHealthCollector(Collector):
         if health.max_event_time_ms:
             lag = max(0.0, self._clock() - health.max_event_time_ms / 1000.0)
         yield GaugeMetricFamily("rebalance_monitor_input_lag_seconds",
-                                "Now minus the newest event time the job has applied.", value=lag)
+                                "Now minus the newest valid event time the job has read.", value=lag)
         yield GaugeMetricFamily("rebalance_monitor_groups", "Groups tracked.",
                                 value=self._store.group_count())
 

@@ -15,7 +15,7 @@ timeout and its kept refreshes.
 from __future__ import annotations
 
 import gc
-from collections import Counter, defaultdict
+from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Iterator
 
 import pandas as pd
@@ -64,30 +64,37 @@ class Counts:
 
 class RefreshCache:
     """Per Python worker: what each blob's view takes as a refresh, keyed by the blob's bytes.
-    A step leaves it for the blob it wrote; a blob this worker did not write (another worker's,
-    or one restored from the checkpoint) is decoded once. Keyed by the bytes, an entry can
-    never describe another state than the one stored."""
+    A step leaves it for the blob it wrote; a blob this worker did not write (Spark gives a
+    shard's task to either worker, or it was restored from the checkpoint) is decoded once.
+    Keyed by the bytes, an entry can never describe another state than the one stored. The
+    least recently used entry goes first (a blob the other worker replaced is never asked for
+    again): clearing the whole cache at once would make every group a miss in one batch."""
 
     def __init__(self, max_entries: int = 65_536) -> None:
-        self._by_blob: dict[bytes, Refreshes] = {}
+        self._by_blob: OrderedDict[bytes, Refreshes] = OrderedDict()
         self._max_entries = max_entries
 
     def __len__(self) -> int:
         return len(self._by_blob)
+
+    def __contains__(self, blob: bytes) -> bool:
+        return blob in self._by_blob
 
     def lookup(self, blob: bytes, config: StepConfig) -> Refreshes:
         refreshes = self._by_blob.get(blob)
         if refreshes is None:
             refreshes = refreshes_of(blob, config)
             self.remember(blob, refreshes)
+        else:
+            self._by_blob.move_to_end(blob)
         return refreshes
 
     def remember(self, blob: bytes, refreshes: Refreshes | None) -> None:
         if refreshes is None:
             return
-        if len(self._by_blob) >= self._max_entries:
-            self._by_blob.clear()
         self._by_blob[blob] = refreshes
+        if len(self._by_blob) > self._max_entries:
+            self._by_blob.popitem(last=False)
 
     def forget(self, blob: bytes) -> None:
         self._by_blob.pop(blob, None)

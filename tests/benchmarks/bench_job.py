@@ -334,6 +334,10 @@ def detection_latency(bootstrap: str, topic: str, monitor, args, batch_log: Batc
     print("last batches (rows, ms by phase):", [
         (p["numInputRows"], {k: v for k, v in p["durationMs"].items() if v >= 50})
         for p in recent])
+    print("their state operator (update / commit ms, shards, state MiB):", [
+        (op["allUpdatesTimeMs"], op["commitTimeMs"], op["numRowsTotal"],
+         round(op["memoryUsedBytes"] / 2**20, 1))
+        for p in recent for op in p["stateOperators"][:1]])
     if not latencies:
         print("detection latency: no probe detected")
         return

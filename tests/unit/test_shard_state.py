@@ -29,11 +29,13 @@ from streaming.core.state.shard import (
     decode_shard,
     encode_shard,
 )
+from streaming.core.step import step
 from streaming.spark.parse import UNROUTABLE_KEY
 from streaming.spark.state_function import (
     COUNTS,
     DEAD_LETTER,
     STATE_SCHEMA,
+    RefreshCache,
     make_state_function,
 )
 from tests.unit.state_helpers import T0
@@ -260,3 +262,14 @@ def test_a_group_with_only_dead_letters_past_its_timeout_expires():
     sharded, entries = _shard_run(batches, lambda key: 0)
     assert [row[2] for row in sharded[1]] == [DEAD_LETTER, "removed", COUNTS]
     assert entries == {}
+
+
+def test_the_refresh_cache_lets_the_least_recently_used_blob_go():
+    a, b, c = (step(None, [(parse_event(heartbeat("g", client, T0)[1])[0], 0)], config=CONFIG).blob
+               for client in ("c1", "c2", "c3"))
+    cache = RefreshCache(max_entries=2)
+    first = cache.lookup(a, CONFIG)
+    cache.lookup(b, CONFIG)
+    assert cache.lookup(a, CONFIG) is first          # a hit, and now the most recent
+    cache.lookup(c, CONFIG)
+    assert (a in cache, b in cache, c in cache, len(cache)) == (True, False, True, 2)
