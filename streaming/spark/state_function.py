@@ -46,6 +46,10 @@ _PARSER = EventParser()
 
 METRICS, REMOVED, FINDING, DEAD_LETTER, COUNTS = "metrics", "removed", "finding", "dead_letter", "counts"
 
+# Groups whose refreshes a Python worker remembers: about 24 KB each for a group of 10 clients
+# (docs/deploy.md, Sizing). A group beyond it is decoded again when its events come.
+REFRESH_CACHE_GROUPS = 65_536
+
 # Collector thresholds for the Python worker (see _tune_worker_gc).
 WORKER_GC_THRESHOLDS = (50_000, 20, 10)
 
@@ -63,41 +67,39 @@ class Counts:
 
 
 class RefreshCache:
-    """Per Python worker: what each blob's view takes as a refresh, keyed by the blob's bytes.
-    A step leaves it for the blob it wrote; a blob this worker did not write (Spark gives a
-    shard's task to either worker, or it was restored from the checkpoint) is decoded once.
-    Keyed by the bytes, an entry can never describe another state than the one stored. The
-    least recently used entry goes first (a blob the other worker replaced is never asked for
-    again): clearing the whole cache at once would make every group a miss in one batch."""
+    """Per Python worker: what each group's blob takes as a refresh, with the blob it was built
+    from. A step leaves it for the blob it wrote; a blob this worker did not write (Spark gives
+    a shard's task to either worker, or it came from the checkpoint) is decoded once. An entry
+    is used only for the very bytes it was built from, so it can never describe another state
+    than the one stored. One entry per group: the other worker's steps leave nothing stale
+    behind (a cache keyed by blob kept both, and once it was smaller than that, least recently
+    used eviction missed on every group, measured at 10,000 groups). The least recently used
+    group goes first."""
 
-    def __init__(self, max_entries: int = 65_536) -> None:
-        self._by_blob: OrderedDict[bytes, Refreshes] = OrderedDict()
-        self._max_entries = max_entries
+    def __init__(self, max_groups: int = REFRESH_CACHE_GROUPS) -> None:
+        self._by_group: OrderedDict[GroupKey, tuple[bytes, Refreshes]] = OrderedDict()
+        self._max_groups = max_groups
 
     def __len__(self) -> int:
-        return len(self._by_blob)
+        return len(self._by_group)
 
-    def __contains__(self, blob: bytes) -> bool:
-        return blob in self._by_blob
-
-    def lookup(self, blob: bytes, config: StepConfig) -> Refreshes:
-        refreshes = self._by_blob.get(blob)
-        if refreshes is None:
-            refreshes = refreshes_of(blob, config)
-            self.remember(blob, refreshes)
-        else:
-            self._by_blob.move_to_end(blob)
+    def lookup(self, key: GroupKey, blob: bytes, config: StepConfig) -> Refreshes:
+        cached = self._by_group.get(key)
+        if cached is not None and cached[0] == blob:
+            self._by_group.move_to_end(key)
+            return cached[1]
+        refreshes = refreshes_of(blob, config)
+        self.remember(key, blob, refreshes)
         return refreshes
 
-    def remember(self, blob: bytes, refreshes: Refreshes | None) -> None:
-        if refreshes is None:
+    def remember(self, key: GroupKey, blob: bytes | None, refreshes: Refreshes | None) -> None:
+        if blob is None or refreshes is None:
+            self._by_group.pop(key, None)
             return
-        self._by_blob[blob] = refreshes
-        if len(self._by_blob) > self._max_entries:
-            self._by_blob.popitem(last=False)
-
-    def forget(self, blob: bytes) -> None:
-        self._by_blob.pop(blob, None)
+        self._by_group[key] = (blob, refreshes)
+        self._by_group.move_to_end(key)
+        if len(self._by_group) > self._max_groups:
+            self._by_group.popitem(last=False)
 
 
 _REFRESHES = RefreshCache()
@@ -157,7 +159,7 @@ def _advance(key: GroupKey, entries: dict, events: list, watermark: int | None,
     the shard's entries (or drop the group); its output rows (none when its events were kept)."""
     entry: ShardEntry | None = entries.get(key)
     advanced = advance(entry, events, watermark, config,
-                       lambda blob: _REFRESHES.lookup(blob, config))
+                       lambda blob: _REFRESHES.lookup(key, blob, config))
     if advanced.entry is None:
         entries.pop(key, None)
     else:
@@ -165,10 +167,7 @@ def _advance(key: GroupKey, entries: dict, events: list, watermark: int | None,
     output = advanced.output
     if output is None:
         return []
-    if entry is not None:
-        _REFRESHES.forget(entry.blob)
-    if output.blob is not None:
-        _REFRESHES.remember(output.blob, output.refreshes)
+    _REFRESHES.remember(key, output.blob, output.refreshes)
     return _step_rows(key, output)
 
 

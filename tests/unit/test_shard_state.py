@@ -264,12 +264,19 @@ def test_a_group_with_only_dead_letters_past_its_timeout_expires():
     assert entries == {}
 
 
-def test_the_refresh_cache_lets_the_least_recently_used_blob_go():
+def test_the_refresh_cache_holds_one_entry_per_group_used_only_for_its_own_blob():
     a, b, c = (step(None, [(parse_event(heartbeat("g", client, T0)[1])[0], 0)], config=CONFIG).blob
                for client in ("c1", "c2", "c3"))
-    cache = RefreshCache(max_entries=2)
-    first = cache.lookup(a, CONFIG)
-    cache.lookup(b, CONFIG)
-    assert cache.lookup(a, CONFIG) is first          # a hit, and now the most recent
-    cache.lookup(c, CONFIG)
-    assert (a in cache, b in cache, c in cache, len(cache)) == (True, False, True, 2)
+    g, h, k = (GroupKey("rocketmq", name) for name in ("g", "h", "k"))
+    cache = RefreshCache(max_groups=2)
+    first = cache.lookup(g, a, CONFIG)
+    assert cache.lookup(g, a, CONFIG) is first
+    replaced = cache.lookup(g, b, CONFIG)             # the group's blob changed: built again
+    assert replaced is not first and replaced.sources != first.sources
+    assert len(cache) == 1
+    cache.lookup(h, a, CONFIG)
+    cache.lookup(g, b, CONFIG)                        # g is now the most recent
+    cache.lookup(k, c, CONFIG)
+    assert len(cache) == 2 and cache.lookup(g, b, CONFIG) is replaced
+    cache.remember(g, None, None)                     # the group is gone
+    assert len(cache) == 1
