@@ -4,8 +4,7 @@ A step costs about 2 ms of Python per group (decode, findings, encode), and a st
 every group a few heartbeats per batch that change nothing (streaming.core.state.refresh). A
 batch whose events are all refreshes of the group's view is therefore kept beside the group's
 blob, without a step; the group steps with them, in their place, when an event that is not a
-refresh arrives, when its timeout is due (moved on by the kept refreshes, as a step would move
-it), or when MAX_KEPT wait. That is the same as the batches
+refresh arrives, when its timeout is due, or when MAX_KEPT wait. That is the same as the batches
 being cut another way, which `step` does not depend on (tests/unit/test_step_properties.py);
 and since a kept batch would have changed no finding and no metric but the event time, nothing
 is detected later for it (tests/unit/test_refresh_deferral.py).
@@ -53,12 +52,9 @@ def advance(entry: ShardEntry | None, events: Sequence[tuple[Event, int]],
         def refreshes_for(blob: bytes) -> Refreshes:
             return refreshes_of(blob, config)
     if entry is not None and events and not is_due(entry, watermark_ms):
-        batch = refreshes_for(entry.blob).keep_all(events, watermark_ms, entry.kept)
-        if batch is not None:
-            # The kept refreshes move the sessions on as a step would, so the group is woken
-            # when a step every batch would have set its timeout.
-            return Advanced(ShardEntry(entry.blob, max(entry.timeout_ms, batch.deadline),
-                                       entry.kept + batch.kept), None)
+        kept = refreshes_for(entry.blob).keep_all(events, watermark_ms, entry.kept_count)
+        if kept is not None:
+            return Advanced(entry._replace(kept=entry.kept + kept), None)
     waiting = (refreshes_for(entry.blob).events(unpack_kept(entry.kept))
                if entry and entry.kept else [])
     output = step(entry.blob if entry else None, [*waiting, *events],

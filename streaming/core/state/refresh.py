@@ -10,9 +10,8 @@ as a `Kept` reference, the event rebuilt from the view when the group next steps
 What makes an event a refresh here, and why each condition:
 - it sorts after the view's window and at or after its `now`, as `step` requires of events it
   puts onto the view, so it is applied after everything the view holds;
-- it comes before the next deadline of the view with the refreshes already kept (each moves its
-  member's and broker entry's session on, as a step would), so no session expires before it:
-  the group's members at its time are the view's;
+- it comes before the view's next deadline, so no session (of any member or broker entry)
+  expires before it: the group's members at its time are the view's;
 - it equals, field for field but its time, the event rebuilt from the view: the heartbeat of
   a member with the member's facts through a broker the member already uses, or a route with
   the queues the view has. `apply_event` then reports no change (times at or after `now` are at
@@ -44,14 +43,6 @@ from streaming.core.state.group import GroupState, Member, next_deadline
 # A group steps once this many refreshes wait beside its blob, so that what a shard stores per
 # group stays small whatever the heartbeat rate (a step takes them all).
 MAX_KEPT = 256
-
-
-class KeptBatch(NamedTuple):
-    """A batch of refreshes to keep: packed, to append to those waiting, and the first deadline
-    once all of them are applied to the view (the group's timeout, as a step would set it)."""
-
-    kept: bytes
-    deadline: int
 
 
 class Kept(NamedTuple):
@@ -99,8 +90,6 @@ class Refreshes:
         self._sources: list[HeartbeatSource | RouteSource] | None = None
         self._index: dict[object, int] = {}
         self._templates: dict[int, Event] = {}
-        self._session_timeout_ms = view.session_timeout_ms
-        self._sessions: tuple[list[int], list[tuple[int, ...]]] | None = None
 
     @property
     def sources(self) -> list:
@@ -117,11 +106,8 @@ class Refreshes:
 
     def keep(self, event: Event, offset: int) -> Kept | None:
         """The reference to keep for `event` if it is a refresh of this view, else None."""
-        return self._keep(event, offset, self.deadline)
-
-    def _keep(self, event: Event, offset: int, deadline: int) -> Kept | None:
         ts = event.ts
-        if not self.accepts or ts < self.now or ts >= deadline or (
+        if not self.accepts or ts < self.now or ts >= self.deadline or (
                 self.last_pending is not None and (ts, offset) <= self.last_pending):
             return None
         if event.type == "heartbeat":
@@ -139,64 +125,19 @@ class Refreshes:
         return Kept(source, ts, offset)
 
     def keep_all(self, events: Iterable[tuple[Event, int]], watermark_ms: int | None,
-                 waiting: bytes = b"") -> KeptBatch | None:
-        """The events to keep beside the `waiting` refreshes if every one is a refresh (before
-        the deadline of the view with the waiting refreshes and the batch's earlier ones), no
-        session expires by the watermark once they are all applied (a step would expire it)
-        and the group would not hold more than MAX_KEPT; else None (the group steps).
-
-        The order in which refreshes arrive does not matter. For each session, take the first
-        kept refresh that sorts after `event` and moves that session on: it was kept before the
-        session's deadline, and nothing between the two moved the session, so `event`, no
-        later, comes before that deadline too."""
-        events = list(events)
-        if len(waiting) // KEPT_RECORD.size + len(events) > MAX_KEPT:
+                 waiting: int) -> bytes | None:
+        """The events packed as references if every one is a refresh, none of the view's
+        sessions expires by the watermark (a step would expire it) and the group would not
+        hold more than MAX_KEPT; else None (the group steps)."""
+        if watermark_ms is not None and watermark_ms >= self.deadline:
             return None
-        seen, slots = self._session_slots()
-        seen = list(seen)
-        for source, ts, _ in KEPT_RECORD.iter_unpack(waiting):
-            _refresh_sessions(seen, slots[source], ts)
         kept = []
         for event, offset in events:
-            ref = self._keep(event, offset, self._deadline_of(seen))
-            if ref is None:
+            ref = self.keep(event, offset)
+            if ref is None or waiting + len(kept) >= MAX_KEPT:
                 return None
-            _refresh_sessions(seen, slots[ref.source], ref.ts)
             kept.append(ref)
-        deadline = self._deadline_of(seen)
-        if watermark_ms is not None and watermark_ms >= deadline:
-            return None
-        return KeptBatch(pack_kept(kept), deadline)
-
-    def _session_slots(self) -> tuple[list[int], list[tuple[int, ...]]]:
-        """The view's session times (each member's last heartbeat, then its broker entries) and,
-        per source, the sessions its heartbeat refreshes (a route's: none)."""
-        if self._sessions is None:
-            seen: list[int] = []
-            slots: list[tuple[int, ...]] = []
-            member_slot = -1
-            for source in self.sources:
-                if isinstance(source, str):
-                    slots.append(())
-                    continue
-                client_id, address, broker = source
-                member = self._members[(client_id, address)]
-                if broker is None:      # sources list a member's own session before its brokers
-                    member_slot = len(seen)
-                    seen.append(member.last_seen)
-                    slots.append((member_slot,))
-                else:
-                    slots.append((member_slot, len(seen)))
-                    seen.append(member.brokers[broker])
-            self._sessions = (seen, slots)
-        return self._sessions
-
-    def _deadline_of(self, seen: list[int]) -> int:
-        """The view's deadline with these session times (group._deadline's rule); with no
-        member, the group's own, which refreshes do not move."""
-        if not seen:
-            return self.deadline
-        return min(seen) + self._session_timeout_ms + 1
+        return pack_kept(kept)
 
     def events(self, kept: Sequence[Kept]) -> list[tuple[Event, int]]:
         """The kept refreshes as the events that sent them, for the group's next step."""
@@ -227,12 +168,6 @@ class Refreshes:
                      view_clients=member.view_clients, view_queues=member.view_queues,
                      owned=member.owned, generation=member.generation,
                      group_instance_id=member.instance_id)
-
-
-def _refresh_sessions(seen: list[int], slots: tuple[int, ...], ts: int) -> None:
-    for slot in slots:
-        if ts > seen[slot]:
-            seen[slot] = ts
 
 
 def _source_key(source) -> object:
