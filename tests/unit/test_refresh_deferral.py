@@ -9,6 +9,9 @@ group steps, never what it publishes, and never delays a detection.
 - What a step says its blob's view takes as a refresh equals what the blob decodes to, so a
   worker that did not write the blob rebuilds the same events from the same references."""
 
+import doctest
+import importlib
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -189,3 +192,11 @@ def test_a_steady_group_steps_for_a_change_at_once_and_otherwise_once_a_session_
     # view, a session expired before it), so the group steps once every 120 s.
     assert [at for at, _ in refreshed] == [120_000, 240_000]
     assert all(out.findings == [] for _, out in refreshed)
+
+
+@pytest.mark.parametrize("module", ["streaming.core.state.refresh", "streaming.core.advance",
+                                    "streaming.core.state.shard"])
+def test_docstring_examples_hold(module):
+    outcome = doctest.testmod(importlib.import_module(module))
+    assert outcome.attempted > 0
+    assert outcome.failed == 0
