@@ -280,3 +280,33 @@ def test_the_refresh_cache_holds_one_entry_per_group_used_only_for_its_own_blob(
     assert len(cache) == 2 and cache.lookup(g, b, CONFIG) is replaced
     cache.remember(g, None, None)                     # the group is gone
     assert len(cache) == 1
+
+
+WORKER_TASKS = """
+import gc
+from streaming.spark.state_function import _tune_worker_gc
+
+_tune_worker_gc()                                  # the worker's first task
+held = [{"group": [n]} for n in range(100_000)]    # what its caches keep after it
+before = len(gc.get_objects())
+_tune_worker_gc()                                  # the next task
+after = len(gc.get_objects())
+cycle = []
+cycle.append(cycle)
+del cycle
+print(before, after, gc.collect())
+"""
+
+
+def test_each_task_takes_what_the_worker_holds_out_of_the_collection_after_it():
+    """Spark's daemon runs a full collection after every task of a reused worker; what the
+    caches hold must not be scanned by it, while a new cycle is still collected. In a child
+    process: freezing is process-wide."""
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-c", WORKER_TASKS], capture_output=True, text=True,
+                          check=True)
+    before, after, collected = map(int, done.stdout.split())
+    assert before > 200_000
+    assert after < 10_000
+    assert collected >= 1
