@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import multiprocessing
 import os
 import statistics
 import tempfile
@@ -146,22 +147,66 @@ def scrape_seconds(url: str) -> float:
     return time.perf_counter() - started
 
 
-def background_load(bootstrap: str, topic: str, args, stop: threading.Event,
-                    fleet: Iterator[tuple[bytes, bytes]] | None = None,
-                    pace: EventTimePace | None = None) -> None:
-    """Steady heartbeats of the same groups, continuing their event time: at --background-rate,
-    or the fleet's own events (`fleet`) with `pace` at their real rate."""
-    if fleet is not None:
-        produce(pace.paced((p for p in fleet if not stop.is_set()), backlog_end_ms(args)),
-                bootstrap, topic, RateLimit(None))
-        return
+def background_load(bootstrap: str, topic: str, args, stop: threading.Event) -> None:
+    """Steady heartbeats of the same groups at --background-rate, continuing their event
+    time."""
     scenario = steady(args, seed=2)
     scenario.duration_ms = max(scenario.duration_ms, 600_000)
     # The scenario takes its epoch from the clock it runs with (a default clock would restart
     # event time at the backlog's start: every event behind the watermark).
     events = scenario.run_encoded(FastClock(backlog_end_ms(args)))
-    produce((p for p in events if not stop.is_set()), bootstrap, topic,
-            RateLimit(args.background_rate))
+    produce(_until(stop, events), bootstrap, topic, RateLimit(args.background_rate))
+
+
+def _until(stop, events):
+    return itertools.takewhile(lambda _: not stop.is_set(), events)
+
+
+class FleetLoad:
+    """The fleet's events at their real rate (EventTimePace), produced by a child process. In
+    production the monitor's driver hosts no producer: a simulator on its thread took the
+    driver's GIL from the sink and from /metrics (py-spy: 55 % of the driver's samples at
+    10,000 groups, docs/benchmarks.md). `produced` and `started` are shared with the child."""
+
+    def __init__(self, bootstrap: str, topic: str, args) -> None:
+        context = multiprocessing.get_context("spawn")  # the driver has threads and a JVM
+        self._produced = context.Value("q", 0, lock=False)
+        self._started = context.Value("d", 0.0, lock=False)
+        self._ready, self._stop = context.Event(), context.Event()
+        self._process = context.Process(
+            target=_produce_fleet, name="fleet-load", daemon=True,
+            args=(bootstrap, topic, args, self._produced, self._started, self._ready, self._stop))
+
+    def start(self, timeout_s: float = 600.0) -> FleetLoad:
+        self._process.start()
+        if not self._ready.wait(timeout_s):  # the child regenerates the backlog's part first
+            raise TimeoutError("the fleet's load did not start in time")
+        return self
+
+    @property
+    def produced(self) -> int:
+        return self._produced.value
+
+    @property
+    def started(self) -> float:
+        """When the pace started, on the machine's monotonic clock (shared by processes)."""
+        return self._started.value
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._process.join(timeout=60)
+
+
+def _produce_fleet(bootstrap, topic, args, produced, started, ready, stop) -> None:
+    events = fleet_continuation(args)
+    first = next(events, None)
+    pace = EventTimePace(produced)
+    started.value = pace.started
+    ready.set()
+    if first is not None:
+        events = itertools.chain([first], events)
+        produce(pace.paced(_until(stop, events), backlog_end_ms(args)), bootstrap, topic,
+                RateLimit(None))
 
 
 def backlog_end_ms(args) -> int:
@@ -184,19 +229,20 @@ def fleet_continuation(args) -> Iterator[tuple[bytes, bytes]]:
 
 class EventTimePace:
     """Hands each event over when the wall clock reaches its event time (relative to the first):
-    the fleet at its real rate. Counts what it handed over."""
+    the fleet at its real rate. Counts what it handed over in `count` (a shared value)."""
 
-    def __init__(self) -> None:
-        self.produced = 0
+    def __init__(self, count) -> None:
+        self.count = count
         self.started = time.monotonic()
 
     def paced(self, events, epoch_ms: int):
+        count = self.count
         for key, value in events:
-            if self.produced % 256 == 0:
+            if count.value % 256 == 0:
                 ahead = (_event_ts(value) - epoch_ms) / 1000.0 - (time.monotonic() - self.started)
                 if ahead > 0:
                     time.sleep(ahead)  # pacing to the event time, not waiting for a condition
-            self.produced += 1
+            count.value += 1
             yield key, value
 
 
@@ -312,24 +358,25 @@ def detection_latency(bootstrap: str, topic: str, monitor, args, batch_log: Batc
     url = f"http://127.0.0.1:{monitor.metrics.port}/metrics"
     print(f"one full /metrics scrape: {scrape_seconds(url):.2f} s; one family: "
           f"{scrape_seconds(DOUBLE_ASSIGNED.format(url=url)):.2f} s")
-    stop = threading.Event()
-    fleet = fleet_continuation(args) if args.fleet_seconds else None
-    pace = EventTimePace() if args.fleet_seconds else None
     # The fleet's events go into the batches after the last one completed before it starts.
     first_batch = (monitor.query.lastProgress or {}).get("batchId", -1)
-    load = threading.Thread(target=background_load,
-                            args=(bootstrap, topic, args, stop, fleet, pace))
-    load.start()
-    try:
-        if pace is None:
+    if args.fleet_seconds:
+        load = FleetLoad(bootstrap, topic, args).start()
+        try:
+            latencies = fleet_phase(bootstrap, topic, url, monitor, args, load, batch_log,
+                                    first_batch)
+        finally:
+            load.stop()
+    else:
+        stop = threading.Event()
+        thread = threading.Thread(target=background_load, args=(bootstrap, topic, args, stop))
+        thread.start()
+        try:
             latencies = probe_latencies(bootstrap, topic, url, monitor.store, args.probes,
                                         backlog_end_ms(args))
-        else:
-            latencies = fleet_phase(bootstrap, topic, url, monitor, args, pace, batch_log,
-                                    first_batch)
-    finally:
-        stop.set()
-        load.join()
+        finally:
+            stop.set()
+            thread.join()
     recent = [p for p in monitor.query.recentProgress if p["numInputRows"] > 0][-5:]
     print("last batches (rows, ms by phase):", [
         (p["numInputRows"], {k: v for k, v in p["durationMs"].items() if v >= 50})
@@ -350,12 +397,12 @@ def detection_latency(bootstrap: str, topic: str, monitor, args, batch_log: Batc
           f"max {max(latencies):.2f} s")
 
 
-def fleet_phase(bootstrap: str, topic: str, url: str, monitor, args, pace: EventTimePace,
+def fleet_phase(bootstrap: str, topic: str, url: str, monitor, args, load: FleetLoad,
                 batch_log: BatchLog, first_batch: int) -> list[float]:
     """The fleet at its real rate for --fleet-seconds: the input lag every 10 s, the probes
     spread through the phase (on their own thread, so a job that falls behind still has its lag
     reported), then the phase's batches and rate."""
-    started = pace.started
+    started = load.started
     ends_at = started + args.fleet_seconds
     latencies, missed = [], []
     probes = threading.Thread(target=fleet_probes, args=(
@@ -364,10 +411,10 @@ def fleet_phase(bootstrap: str, topic: str, url: str, monitor, args, pace: Event
     lags, next_report = [], started + 10
     while (now := time.monotonic()) < ends_at:
         if now >= next_report:
-            behind = pace.produced - batch_log.rows_after(first_batch)
-            rate = pace.produced / max(now - started, 1e-9)
+            behind = load.produced - batch_log.rows_after(first_batch)
+            rate = load.produced / max(now - started, 1e-9)
             lags.append(behind)
-            print(f"  t={now - started:5.0f} s  produced {pace.produced:,}  not yet processed "
+            print(f"  t={now - started:5.0f} s  produced {load.produced:,}  not yet processed "
                   f"{behind:,} events = {behind / max(rate, 1):.1f} s of the fleet's rate",
                   flush=True)
             next_report += 10
@@ -375,8 +422,8 @@ def fleet_phase(bootstrap: str, topic: str, url: str, monitor, args, pace: Event
     elapsed = time.monotonic() - started
     phase = [(rows, ms) for bid, _, rows, ms in batch_log.batches if bid > first_batch and rows]
     durations = sorted(ms for _, ms in phase)
-    print(f"fleet phase: {elapsed:.0f} s, {pace.produced:,} events at the fleet's real rate of "
-          f"{pace.produced / elapsed:,.0f} events/s; {len(phase)} batches, duration p50 "
+    print(f"fleet phase: {elapsed:.0f} s, {load.produced:,} events at the fleet's real rate of "
+          f"{load.produced / elapsed:,.0f} events/s; {len(phase)} batches, duration p50 "
           f"{durations[len(durations) // 2] / 1000:.1f} s, max {durations[-1] / 1000:.1f} s; "
           f"not yet processed at the 10 s marks: first {lags[0] if lags else 0:,}, max "
           f"{max(lags, default=0):,}, last {lags[-1] if lags else 0:,}")
