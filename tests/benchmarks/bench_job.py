@@ -408,6 +408,7 @@ def fleet_phase(bootstrap: str, topic: str, url: str, monitor, args, load: Fleet
     probes = threading.Thread(target=fleet_probes, args=(
         bootstrap, topic, url, monitor, args, started, latencies, missed))
     probes.start()
+    scraper = Scraper(url).start()
     lags, next_report = [], started + 10
     while (now := time.monotonic()) < ends_at:
         if now >= next_report:
@@ -427,12 +428,47 @@ def fleet_phase(bootstrap: str, topic: str, url: str, monitor, args, load: Fleet
           f"{durations[len(durations) // 2] / 1000:.1f} s, max {durations[-1] / 1000:.1f} s; "
           f"not yet processed at the 10 s marks: first {lags[0] if lags else 0:,}, max "
           f"{max(lags, default=0):,}, last {lags[-1] if lags else 0:,}")
-    print(f"one full /metrics scrape during the phase's end: {scrape_seconds(url):.2f} s")
+    scrapes = sorted(scraper.stop())
+    print(f"full /metrics scrapes from another process every {SCRAPE_EVERY_S:.0f} s of the "
+          f"phase: {len(scrapes)}, p50 {scrapes[len(scrapes) // 2]:.2f} s, p99 "
+          f"{scrapes[int(len(scrapes) * 0.99)]:.2f} s, max {scrapes[-1]:.2f} s")
     probes.join()
     if missed:
         print(f"probes not detected within {PROBE_GRACE_S} s after the phase: {len(missed)} "
               f"(numbers {missed})")
     return latencies
+
+
+SCRAPE_EVERY_S = 5.0
+
+
+class Scraper:
+    """A full /metrics scrape every SCRAPE_EVERY_S from a child process, as Prometheus scrapes
+    from its own: a client in the driver's process would take the GIL from the server it
+    measures. `stop()` gives how long each scrape took."""
+
+    def __init__(self, url: str) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._results, self._stop = context.Queue(), context.Event()
+        self._process = context.Process(target=_scrape_every, name="scraper", daemon=True,
+                                        args=(url, self._stop, self._results))
+
+    def start(self) -> Scraper:
+        self._process.start()
+        return self
+
+    def stop(self) -> list[float]:
+        self._stop.set()
+        durations = self._results.get(timeout=120)
+        self._process.join(timeout=10)
+        return durations
+
+
+def _scrape_every(url: str, stop, results) -> None:
+    durations = []
+    while not stop.wait(SCRAPE_EVERY_S):
+        durations.append(scrape_seconds(url))
+    results.put(durations)
 
 
 # A probe still waiting when the phase ends gets this long more before it counts as missed.
