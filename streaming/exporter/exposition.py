@@ -77,6 +77,8 @@ class GroupFamiliesText:
         self._groups: dict[GroupKey, _GroupLines] = {}
         self._order: list[GroupKey] | None = []
         self._joined: dict[int, str] = {}
+        self._version = 0                             # moves on at every put and remove
+        self._full: tuple[tuple[int, int], bytes] | None = None   # (version, event time), text
         self._families = tuple(
             _Family(f.name, f.name + ("_total" if f.type == "counter" else ""), _exposition(f))
             for f in group_families([], JobHealth(), clients))
@@ -92,6 +94,7 @@ class GroupFamiliesText:
         else:
             lines = self._render(shown)
         with self._lock:
+            self._version += 1
             if known is None or known.lines is not lines:
                 self._joined.clear()
             if metrics.key not in self._groups:
@@ -112,6 +115,7 @@ class GroupFamiliesText:
 
     def remove(self, key: GroupKey) -> None:
         with self._lock:
+            self._version += 1
             if self._groups.pop(key, None) is not None:
                 self._order, self._joined = None, {}
 
@@ -119,16 +123,31 @@ class GroupFamiliesText:
         """The families, or only those whose samples `names` asks for (as prometheus_client
         answers `?name[]=`: a family without samples is then left out)."""
         with self._lock:
-            if self._order is None:
-                self._order = sorted(self._groups)
-            parts = []
-            for index, family in enumerate(self._families):
-                if names is not None and family.sample_name not in names:
-                    continue
-                body = self._ages(health) if index == self._age_index else self._joined_lines(index)
-                if names is None or body:
-                    parts.append(family.header + body)
-            return "".join(parts)
+            return self._render_families(health, names)
+
+    def exposition(self, health: JobHealth, names: Collection[str] | None = None) -> bytes:
+        """render() as bytes. The full text is kept until a group changes or the job's event
+        time moves (only an open conflict's age reads it): a scrape after `exposition(health)`
+        has run, as the job runs it after each batch (Prerender), serves kept bytes."""
+        with self._lock:
+            if names is not None:
+                return self._render_families(health, names).encode()
+            key = (self._version, health.max_event_time_ms)
+            if self._full is None or self._full[0] != key:
+                self._full = (key, self._render_families(health, None).encode())
+            return self._full[1]
+
+    def _render_families(self, health: JobHealth, names: Collection[str] | None) -> str:
+        if self._order is None:
+            self._order = sorted(self._groups)
+        parts = []
+        for index, family in enumerate(self._families):
+            if names is not None and family.sample_name not in names:
+                continue
+            body = self._ages(health) if index == self._age_index else self._joined_lines(index)
+            if names is None or body:
+                parts.append(family.header + body)
+        return "".join(parts)
 
     def _joined_lines(self, index: int) -> str:
         if index not in self._joined:

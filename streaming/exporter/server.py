@@ -1,8 +1,8 @@
 """The /metrics HTTP endpoint: configure, start, stop (in that order, Burrow-style).
 
 A scrape is answered in Prometheus' text format (0.0.4) without compression: the text kept
-rendered for the groups (exposition.GroupFamiliesText, given as `rendered`), then what the
-registry's collectors give. `?name[]=` restricts both, as prometheus_client does."""
+rendered for the groups (exposition.GroupFamiliesText.exposition, given as `rendered`), then
+what the registry's collectors give. `?name[]=` restricts both, as prometheus_client does."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from prometheus_client.exposition import (
     _SilentHandler,
 )
 
-RenderedText = Callable[[Collection[str] | None], str]
+RenderedText = Callable[[Collection[str] | None], bytes]
 
 
 @dataclass(frozen=True)
@@ -40,10 +40,11 @@ def metrics_app(registry: CollectorRegistry, rendered: RenderedText | None = Non
             return plain(environ, start_response)
         names = parse_qs(environ.get("QUERY_STRING", "")).get("name[]")
         collectors = registry.restricted_registry(names) if names else registry
-        body = rendered(names).encode() + generate_latest(collectors)
+        # Two parts, not one: joining them would copy the whole text once more.
+        parts = [rendered(names), generate_latest(collectors)]
         start_response("200 OK", [("Content-Type", CONTENT_TYPE_PLAIN_0_0_4),
-                                  ("Content-Length", str(len(body)))])
-        return [body]
+                                  ("Content-Length", str(sum(map(len, parts))))])
+        return parts
 
     return app
 

@@ -40,6 +40,7 @@ from streaming.exporter import (
     SnapshotStore,
 )
 from streaming.exporter.health import DeliveryCollector, RestartCounter, SourceCollector
+from streaming.exporter.prerender import Prerender
 from streaming.spark import kafka_client
 from streaming.spark.batch_errors import bounded_failures
 from streaming.spark.checkpoint_files import HadoopTextFile, checkpoint_child, hadoop_path_exists
@@ -176,6 +177,7 @@ class Monitor:
         self.group_text = GroupFamiliesText(
             ClientSeriesPolicy(config.client_metrics, config.max_client_series))
         self.store = SnapshotStore(self.group_text)
+        self.prerender = Prerender(lambda: self.group_text.exposition(self.store.health()))
         self.delivery = DeliveryStats()
         self.restarts = RestartCounter()
         self.source_probe = SourceProbe(
@@ -191,8 +193,8 @@ class Monitor:
         self.query: StreamingQuery | None = None
         self._sink: BatchSink | None = None
 
-    def _group_families(self, names) -> str:
-        return self.group_text.render(self.store.health(), names)
+    def _group_families(self, names) -> bytes:
+        return self.group_text.exposition(self.store.health(), names)
 
     def start(self) -> None:
         """Raises CheckpointLayoutError, before serving anything, on a checkpoint of another
@@ -206,7 +208,9 @@ class Monitor:
         restored = restore_snapshots(self.spark, checkpoint, self.store)
         counters = HadoopTextFile(self.spark, counters_path(self.config.checkpoint))
         self._sink = BatchSink(self.store, counters, make_outbox(self.config, self.delivery),
-                               self.config.findings_topic, self.config.dead_letter_topic)
+                               self.config.findings_topic, self.config.dead_letter_topic,
+                               after_batch=self.prerender.changed)
+        self.prerender.start().changed()   # the groups restored from the checkpoint
         self.metrics.start()
         self.source_probe.start()
         log.info("metrics on %s:%s, %d groups restored from the checkpoint (%d state shards)",
@@ -245,6 +249,7 @@ class Monitor:
         self.source_probe.stop()
         if self._sink is not None:
             self._sink.close()
+        self.prerender.stop()
         self.metrics.stop()
 
 

@@ -17,6 +17,7 @@ import json
 import logging
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from streaming.core.contract import FindingRecord, GroupKey, GroupMetrics, ShardCounts
@@ -61,8 +62,10 @@ class BatchSink:
     """Callable for DataStreamWriter.foreachBatch."""
 
     def __init__(self, store: SnapshotStore, counters_file: TextFile, outbox: Outbox,
-                 findings_topic: str, dead_letter_topic: str, wait_s: float = 30.0) -> None:
+                 findings_topic: str, dead_letter_topic: str, wait_s: float = 30.0,
+                 after_batch: Callable[[], None] | None = None) -> None:
         self._store = store
+        self._after_batch = after_batch
         self._counters_file = counters_file
         self._counters = JobCounters.load(counters_file)
         self._outbox = outbox
@@ -81,6 +84,8 @@ class BatchSink:
     def __call__(self, batch_df, batch_id: int) -> None:
         self.apply_rows(batch_df.collect(), batch_id)
         self._publish_health(time.time())
+        if self._after_batch is not None:
+            self._after_batch()
 
     def apply_rows(self, rows, batch_id: int) -> None:
         first_time = batch_id > self._counters.batch_id

@@ -81,7 +81,7 @@ def main() -> None:
     store.update_health(max_event_time_ms=60_000)
     registry = CollectorRegistry()
     registry.register(JobHealthCollector(store, clock=lambda: 90.0))
-    app = metrics_app(registry, lambda names: text.render(store.health(), names))
+    app = metrics_app(registry, lambda names: text.exposition(store.health(), names))
     reference = CollectorRegistry()
     reference.register(RebalanceCollector(store, policy, clock=lambda: 90.0))
 

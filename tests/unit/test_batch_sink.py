@@ -128,3 +128,24 @@ def test_an_oversized_dead_letter_is_cut_and_keeps_its_reason(tmp_path):
     assert topic == "dlq" and len(value) < 1_000_000
     assert dict(headers)["rebalance-monitor-reason"] == b"not_json"
     assert dict(headers)["rebalance-monitor-original-bytes"] == b"1100000"
+
+
+class CollectedBatch:
+    """What foreachBatch hands the sink, for a batch of known rows."""
+
+    def __init__(self, rows) -> None:
+        self._rows = rows
+
+    def collect(self):
+        return self._rows
+
+
+def test_after_a_batch_its_snapshots_are_in_when_the_sink_says_so(tmp_path):
+    store = SnapshotStore()
+    seen = []
+    sink = BatchSink(store, LocalTextFile(tmp_path / "counters.json"),
+                     Outbox(FakeProducer(), DeliveryStats()), "findings", "dlq",
+                     after_batch=lambda: seen.append(store.group(GroupKey("rocketmq", "g"))))
+    sink(CollectedBatch(batch()), 0)
+    assert [metrics.members for metrics in seen] == [2]
+    assert store.health().last_batch_timestamp_seconds > 0

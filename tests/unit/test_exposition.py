@@ -54,7 +54,7 @@ def job_side(policy):
     store = SnapshotStore(text)
     registry = CollectorRegistry()
     registry.register(JobHealthCollector(store, clock=lambda: CLOCK))
-    app = metrics_app(registry, lambda names: text.render(store.health(), names))
+    app = metrics_app(registry, lambda names: text.exposition(store.health(), names))
     return store, app
 
 
@@ -125,7 +125,7 @@ def test_the_server_answers_a_real_http_scrape_with_the_same_bytes():
     registry = CollectorRegistry()
     registry.register(JobHealthCollector(store, clock=lambda: CLOCK))
     server = MetricsServer(MetricsServerConfig("127.0.0.1", 0), registry,
-                           lambda names: text.render(store.health(), names))
+                           lambda names: text.exposition(store.health(), names))
     store.replace_group(group_metrics("g", members=2, double_assigned={"t": 1}, queues={"t": 4},
                                       conflict_since_ms=1_000, client_queues={"c1": 4}))
     server.start()
@@ -144,3 +144,19 @@ def test_the_server_answers_a_real_http_scrape_with_the_same_bytes():
         "(double consumption).",
         "# TYPE rebalance_double_assigned_queues gauge",
         'rebalance_double_assigned_queues{group="g",system="rocketmq",topic="t"} 1.0']
+
+
+def test_the_full_text_is_kept_until_a_group_or_the_jobs_event_time_changes():
+    text = GroupFamiliesText(ClientSeriesPolicy())
+    store = SnapshotStore(text)
+    store.replace_group(group_metrics("g", members=3, conflict_since_ms=1_000))
+    store.update_health(max_event_time_ms=5_000)
+    kept = text.exposition(store.health())
+    assert text.exposition(store.health()) is kept
+    store.update_health(max_event_time_ms=9_000)           # an open conflict's age moved
+    aged = text.exposition(store.health())
+    assert aged is not kept and b"} 8.0" in aged
+    store.replace_group(group_metrics("h", members=1))
+    assert b'group="h"' in text.exposition(store.health())
+    assert text.exposition(store.health(), ["rebalance_group_members"]).startswith(
+        b"# HELP rebalance_group_members")
