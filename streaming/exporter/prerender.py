@@ -1,10 +1,12 @@
 """Prerender: the full /metrics text rendered once after each batch, off the scrape's path.
 
 A scrape that follows a batch would otherwise join every group's text itself while the next
-batch runs: at 10,000 groups that took a full scrape 0.1 s at the median and up to 1 s
-(docs/benchmarks.md). The sink calls `changed()` when a batch's snapshots are in; this thread
-then renders (GroupFamiliesText.exposition keeps the bytes) and the scrapes until the next
-batch serve them. A scrape that comes first renders for itself: same bytes, only slower.
+batch runs: at 10,000 groups that took a full scrape 0.1 s at the median and up to 1 s, and one
+that came while the text was rendered waited for it (docs/benchmarks.md). The sink calls
+`changed()` when a batch's snapshots are in; this thread renders, and `latest` is what a full
+scrape serves: the text as of the last batch whose render has finished, so at most one batch
+behind while the next one's is rendered. None before the first render and after a failed one:
+the scrape then renders for itself.
 """
 
 from __future__ import annotations
@@ -17,45 +19,63 @@ log = logging.getLogger(__name__)
 
 
 class Prerender:
-    def __init__(self, render: Callable[[], object]) -> None:
+    def __init__(self, render: Callable[[], bytes]) -> None:
         self._render = render
-        self._wanted = threading.Event()
-        self._stopping = threading.Event()
+        self.latest: bytes | None = None
+        self._changes = threading.Condition()
+        self._asked = self._rendered = 0     # changes asked for, and rendered up to
+        self._stopping = False
         self._thread: threading.Thread | None = None
         self._failing = False
 
     def start(self) -> Prerender:
         if self._thread is None:
+            self._stopping = False
             self._thread = threading.Thread(target=self._serve, name="metrics-prerender",
                                             daemon=True)
             self._thread.start()
         return self
 
     def changed(self) -> None:
-        """A batch's snapshots are in: render them (at most once per wake-up)."""
-        self._wanted.set()
+        """A batch's snapshots are in: render them (one render covers every change before it)."""
+        with self._changes:
+            self._asked += 1
+            self._changes.notify_all()
+
+    def wait_rendered(self, timeout_s: float = 60.0) -> bool:
+        """Until every change asked for so far is rendered (or failed): then `latest` is as of
+        the last batch. For a caller that scrapes right after a batch, as the tests do."""
+        with self._changes:
+            asked = self._asked
+            return self._changes.wait_for(lambda: self._rendered >= asked, timeout_s)
 
     def stop(self) -> None:
-        self._stopping.set()
-        self._wanted.set()
+        with self._changes:
+            self._stopping = True
+            self._changes.notify_all()
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
 
     def _serve(self) -> None:
         while True:
-            self._wanted.wait()
-            if self._stopping.is_set():
-                return
-            self._wanted.clear()
+            with self._changes:
+                self._changes.wait_for(lambda: self._stopping or self._asked > self._rendered)
+                if self._stopping:
+                    return
+                asked = self._asked
             self._render_once()
+            with self._changes:
+                self._rendered = asked
+                self._changes.notify_all()
 
     def _render_once(self) -> None:
         # A failure here is a bug of ours, not an outside fault: the scrape renders for itself
         # then, so log it once per streak and go on.
         try:
-            self._render()
+            self.latest = self._render()
         except Exception:  # noqa: BLE001 - the thread must outlive a bug in a render
+            self.latest = None
             if not self._failing:
                 log.exception("rendering /metrics after a batch failed; scrapes render it")
             self._failing = True

@@ -194,7 +194,8 @@ class Monitor:
         self._sink: BatchSink | None = None
 
     def _group_families(self, names) -> bytes:
-        return self.group_text.exposition(self.store.health(), names)
+        kept = self.prerender.latest if names is None else None
+        return kept if kept is not None else self.group_text.exposition(self.store.health(), names)
 
     def start(self) -> None:
         """Raises CheckpointLayoutError, before serving anything, on a checkpoint of another

@@ -15,9 +15,11 @@ Uses KAFKA_BOOTSTRAP_SERVERS when set, else starts the embedded broker. In one r
 
 Fleet scale (`--fleet-seconds N`): instead of a fixed background rate, the fleet's heartbeats go
 on at its real rate (each event produced when the wall clock reaches its event time, so the rate
-is the scenario's own) for N seconds, with the probes spread through it. Every 10 s the run
-prints how many produced events the job has not yet processed (its input lag, in events and
-in seconds of the fleet's rate): bounded means the job keeps up. For example the 10,000-group
+is the scenario's own) for N seconds, with the probes spread through it. The fleet's events
+come from a child process, and a full /metrics scrape every 5 s from another (as Prometheus
+scrapes): neither takes the driver's GIL from the job it measures. Every 10 s the run prints
+how many produced events the job has not yet processed (its input lag, in events and in
+seconds of the fleet's rate): bounded means the job keeps up. For example the 10,000-group
 fleet for ten minutes:
 
     python -m tests.benchmarks.bench_job --groups 10000 --clients 10 --queues 8 --duration 90 \

@@ -102,4 +102,5 @@ class RunningMonitor:
     def catch_up(self) -> Scrape:
         """Block until the query has processed everything in the topic; then scrape."""
         self.monitor.query.processAllAvailable()
+        assert self.monitor.prerender.wait_rendered(), "/metrics was not rendered after the batch"
         return self.scrape()
