@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +35,13 @@ class Prerender:
                                             daemon=True)
             self._thread.start()
         return self
+
+    def served(self, names: Collection[str] | None,
+               render: Callable[[Collection[str] | None], bytes]) -> bytes:
+        """What a scrape asking for `names` gets: `latest` for the full text once there is one;
+        else `render(names)` now (a `name[]` scrape, or no text rendered yet)."""
+        kept = self.latest if names is None else None
+        return kept if kept is not None else render(names)
 
     def changed(self) -> None:
         """A batch's snapshots are in: render them (one render covers every change before it)."""

@@ -194,8 +194,8 @@ class Monitor:
         self._sink: BatchSink | None = None
 
     def _group_families(self, names) -> bytes:
-        kept = self.prerender.latest if names is None else None
-        return kept if kept is not None else self.group_text.exposition(self.store.health(), names)
+        return self.prerender.served(
+            names, lambda asked: self.group_text.exposition(self.store.health(), asked))
 
     def start(self) -> None:
         """Raises CheckpointLayoutError, before serving anything, on a checkpoint of another
