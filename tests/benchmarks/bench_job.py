@@ -390,13 +390,18 @@ def detection_latency(bootstrap: str, topic: str, monitor, args, batch_log: Batc
     if not latencies:
         print("detection latency: no probe detected")
         return
-    p50 = statistics.median(latencies)
-    p99 = (statistics.quantiles(latencies, n=100, method="inclusive")[98]
-           if len(latencies) > 1 else latencies[0])
+    p50, p99 = p50_p99(latencies)
     rate = "the fleet's real rate" if args.fleet_seconds else f"{args.background_rate:,}/s"
     print(f"detection latency over {len(latencies)} probes with {rate} "
           f"background heartbeats, trigger {args.trigger}: p50 {p50:.2f} s, p99 {p99:.2f} s, "
           f"max {max(latencies):.2f} s")
+
+
+def p50_p99(values: list[float]) -> tuple[float, float]:
+    """The same percentiles for every figure the run reports."""
+    p99 = (statistics.quantiles(values, n=100, method="inclusive")[98]
+           if len(values) > 1 else values[0])
+    return statistics.median(values), p99
 
 
 def fleet_phase(bootstrap: str, topic: str, url: str, monitor, args, load: FleetLoad,
@@ -430,10 +435,11 @@ def fleet_phase(bootstrap: str, topic: str, url: str, monitor, args, load: Fleet
           f"{durations[len(durations) // 2] / 1000:.1f} s, max {durations[-1] / 1000:.1f} s; "
           f"not yet processed at the 10 s marks: first {lags[0] if lags else 0:,}, max "
           f"{max(lags, default=0):,}, last {lags[-1] if lags else 0:,}")
-    scrapes = sorted(scraper.stop())
-    print(f"full /metrics scrapes from another process every {SCRAPE_EVERY_S:.0f} s of the "
-          f"phase: {len(scrapes)}, p50 {scrapes[len(scrapes) // 2]:.2f} s, p99 "
-          f"{scrapes[int(len(scrapes) * 0.99)]:.2f} s, max {scrapes[-1]:.2f} s")
+    scrapes = scraper.stop()
+    if scrapes:
+        p50, p99 = p50_p99(scrapes)
+        print(f"full /metrics scrapes from another process every {SCRAPE_EVERY_S:.0f} s of the "
+              f"phase: {len(scrapes)}, p50 {p50:.2f} s, p99 {p99:.2f} s, max {max(scrapes):.2f} s")
     probes.join()
     if missed:
         print(f"probes not detected within {PROBE_GRACE_S} s after the phase: {len(missed)} "
