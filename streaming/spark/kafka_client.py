@@ -4,9 +4,9 @@ No Spark here, so it runs (and is tested) the same on the driver and on executor
 
 Why `true_ends` reads the tail: the embedded broker (tansu) reports as high watermark the base
 offset of the last record batch + 1, not the end of the log. A reader that trusts it never
-sees the rest of the last batch. Reading from (reported watermark - 1) to partition EOF finds
-the real end on tansu, and costs one record on a real Kafka broker, where it returns the
-watermark itself.
+sees the rest of the last batch. Reading from (reported watermark - 1) finds the real end on
+tansu (the first fetch from there returns the whole tail batch), and costs one record on a real
+Kafka broker, where it returns the watermark itself.
 """
 
 from __future__ import annotations
@@ -141,24 +141,25 @@ def true_ends(
     consumer: Consumer,
     marks: Mapping[TopicPartitionKey, tuple[int, int]],
     timeout_s: float = 5.0,
-    linger_s: float = 0.25,
 ) -> dict[TopicPartitionKey, int]:
-    """The real end of each partition: the reported watermark, pushed up to the EOF found by
-    reading from (watermark - 1). Every returned end has all records below it in the log.
+    """The real end of each partition: the reported watermark, pushed up to the last record of
+    the first fetch from (watermark - 1). Every returned end has all records below it in the log.
 
-    A probe stops at EOF; or `linger_s` after its first record when no EOF comes (records keep
-    arriving: the end is then the last record seen + 1, and the next call goes on from there);
-    or at the deadline.
+    A probe stops at EOF, at its first fetched records (the end is then the last record seen + 1),
+    or at the deadline. A fetch returns whole record batches, so the first one already holds the
+    tail batch the watermark leaves out; reading on for records that keep arriving would only
+    move them from the next batch into this one, and make every trigger wait for it.
     """
     ends = {key: high for key, (low, high) in marks.items()}
     probe_from = {key: high - 1 for key, (low, high) in marks.items() if high > low}
     if not probe_from:
         return ends
     consumer.assign([TopicPartition(t, p, offset) for (t, p), offset in probe_from.items()])
-    pending, stop_at = set(probe_from), {}
+    pending = set(probe_from)
     deadline = time.monotonic() + timeout_s
     try:
         while pending and time.monotonic() < deadline:
+            answered = set()
             for message in consumer.consume(num_messages=10_000, timeout=0.01):
                 key = (message.topic(), message.partition())
                 if key not in pending or message.offset() < probe_from[key]:
@@ -166,14 +167,12 @@ def true_ends(
                 error = message.error()
                 if error is None:
                     ends[key] = max(ends[key], message.offset() + 1)
-                    stop_at.setdefault(key, time.monotonic() + linger_s)
                 elif error.code() == KafkaError._PARTITION_EOF:
                     ends[key] = max(ends[key], message.offset())
-                    pending.discard(key)
                 else:
                     log.warning("end probe of %s: %s", key, error)
-                    pending.discard(key)
-            pending -= {key for key, when in stop_at.items() if time.monotonic() > when}
+                answered.add(key)
+            pending -= answered
     finally:
         consumer.unassign()
     if pending:

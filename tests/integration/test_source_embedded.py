@@ -91,6 +91,40 @@ def test_the_tail_record_batch_is_read_despite_the_reported_watermark(
     assert [v for *_, v in sorted(sink.rows, key=lambda r: r[2])][-1] == b"t9"
 
 
+class ProducingAfterAnswers:
+    """The real consumer, with one more record batch produced after each consume() that
+    returned records: records that keep arriving while the end is probed."""
+
+    def __init__(self, consumer, produce, topic: str) -> None:
+        self.consumer, self.produce, self.topic, self.extra = consumer, produce, topic, 0
+
+    def consume(self, **kwargs):
+        messages = self.consumer.consume(**kwargs)
+        if messages:
+            self.extra += self.produce(self.topic, [b"late", b"late"], partition=0)
+        return messages
+
+    def __getattr__(self, name):
+        return getattr(self.consumer, name)
+
+
+def test_the_end_probe_stops_at_its_first_answer_while_records_keep_arriving(
+        kafka_bootstrap, make_topic, produce):
+    topic = make_topic(partitions=1)
+    produce(topic, [b"a", b"b", b"c"], partition=0)          # batch 0..2
+    produce(topic, [f"t{i}".encode() for i in range(10)], partition=0)  # batch 3..12 (tail)
+    consumer = kafka_client.new_consumer({"bootstrap.servers": kafka_bootstrap})
+    try:
+        marks = kafka_client.watermarks(consumer, [(topic, 0)], timeout_s=10)
+        arriving = ProducingAfterAnswers(consumer, produce, topic)
+        # Records that arrive after the first answer wait for the next trigger: a probe that
+        # read on for them would make every trigger wait while the fleet produces.
+        assert kafka_client.true_ends(arriving, marks) == {(topic, 0): 13}
+    finally:
+        consumer.close()
+    assert arriving.extra >= 2   # records did arrive during the probe
+
+
 def test_restart_from_the_checkpoint_neither_loses_nor_duplicates(
         spark, kafka_bootstrap, make_topic, produce, tmp_path):
     topic, checkpoint = make_topic(partitions=2), tmp_path / "cp"
