@@ -71,17 +71,30 @@ def test_produced_n_events_are_counted_n_times_across_partitions(
     assert len([n for n in rows_per_batch if n]) == math.ceil(total / 7)
 
 
-def test_the_tail_record_batch_is_read_despite_the_reported_watermark(
-        spark, kafka_bootstrap, kafka_broker_kind, make_topic, produce, tmp_path):
+def tail_batch_topic(make_topic, produce) -> str:
+    """A partition of two record batches: 0..2, then the tail 3..12."""
     topic = make_topic(partitions=1)
-    produce(topic, [b"a", b"b", b"c"], partition=0)          # batch 0..2
-    produce(topic, [f"t{i}".encode() for i in range(10)], partition=0)  # batch 3..12 (tail)
-    consumer = kafka_client.new_consumer({"bootstrap.servers": kafka_bootstrap})
+    produce(topic, [b"a", b"b", b"c"], partition=0)
+    produce(topic, [f"t{i}".encode() for i in range(10)], partition=0)
+    return topic
+
+
+def probe_tail(bootstrap: str, topic: str, around=lambda consumer: consumer):
+    """(the broker's watermarks, true_ends) of the topic's partition 0, probed through
+    `around(consumer)`."""
+    consumer = kafka_client.new_consumer({"bootstrap.servers": bootstrap})
     try:
         marks = kafka_client.watermarks(consumer, [(topic, 0)], timeout_s=10)
-        assert kafka_client.true_ends(consumer, marks) == {(topic, 0): 13}
+        return marks, kafka_client.true_ends(around(consumer), marks)
     finally:
         consumer.close()
+
+
+def test_the_tail_record_batch_is_read_despite_the_reported_watermark(
+        spark, kafka_bootstrap, kafka_broker_kind, make_topic, produce, tmp_path):
+    topic = tail_batch_topic(make_topic, produce)
+    marks, ends = probe_tail(kafka_bootstrap, topic)
+    assert ends == {(topic, 0): 13}
     if kafka_broker_kind == "embedded":  # the fault this test is about is really there
         assert marks[(topic, 0)] == (0, 4)
 
@@ -95,8 +108,12 @@ class ProducingAfterAnswers:
     """The real consumer, with one more record batch produced after each consume() that
     returned records: records that keep arriving while the end is probed."""
 
-    def __init__(self, consumer, produce, topic: str) -> None:
-        self.consumer, self.produce, self.topic, self.extra = consumer, produce, topic, 0
+    def __init__(self, produce, topic: str) -> None:
+        self.consumer, self.produce, self.topic, self.extra = None, produce, topic, 0
+
+    def around(self, consumer) -> ProducingAfterAnswers:
+        self.consumer = consumer
+        return self
 
     def consume(self, **kwargs):
         messages = self.consumer.consume(**kwargs)
@@ -110,18 +127,12 @@ class ProducingAfterAnswers:
 
 def test_the_end_probe_stops_at_its_first_answer_while_records_keep_arriving(
         kafka_bootstrap, make_topic, produce):
-    topic = make_topic(partitions=1)
-    produce(topic, [b"a", b"b", b"c"], partition=0)          # batch 0..2
-    produce(topic, [f"t{i}".encode() for i in range(10)], partition=0)  # batch 3..12 (tail)
-    consumer = kafka_client.new_consumer({"bootstrap.servers": kafka_bootstrap})
-    try:
-        marks = kafka_client.watermarks(consumer, [(topic, 0)], timeout_s=10)
-        arriving = ProducingAfterAnswers(consumer, produce, topic)
-        # Records that arrive after the first answer wait for the next trigger: a probe that
-        # read on for them would make every trigger wait while the fleet produces.
-        assert kafka_client.true_ends(arriving, marks) == {(topic, 0): 13}
-    finally:
-        consumer.close()
+    topic = tail_batch_topic(make_topic, produce)
+    arriving = ProducingAfterAnswers(produce, topic)
+    # Records that arrive after the first answer wait for the next trigger: a probe that read
+    # on for them would make every trigger wait while the fleet produces.
+    _marks, ends = probe_tail(kafka_bootstrap, topic, arriving.around)
+    assert ends == {(topic, 0): 13}
     assert arriving.extra >= 2   # records did arrive during the probe
 
 
