@@ -40,16 +40,9 @@ OUTPUT_COLUMNS = ["system", "group", "kind", "reason", "payload"]
 # What the state function reads of each routed row (streaming.spark.parse.route_events).
 ROUTED_COLUMNS = ("system", "group", "value", "offset")
 
-# Distinct events the parser of a Python worker remembers: about 1.3 KB each. A steady group of
-# 10 clients on 2 brokers sends 22 distinct ones (a heartbeat per client and broker, a route
-# per topic), so this holds 10,000 such groups (340 MB at most). The cache is emptied when full,
-# and a fleet whose distinct events pass it gets almost no hits: each client's heartbeat comes
-# back only after all the others.
-PARSER_CACHE_EVENTS = 262_144
-
 # One per Python worker process: workers are reused across tasks and micro-batches, so a client's
 # repeated heartbeat is fully parsed once per worker.
-_PARSER = EventParser(PARSER_CACHE_EVENTS)
+_PARSER = EventParser()
 
 METRICS, REMOVED, FINDING, DEAD_LETTER, COUNTS = "metrics", "removed", "finding", "dead_letter", "counts"
 
