@@ -81,6 +81,9 @@ class JobHealth:
     batch_duration_seconds: float = 0.0
     last_batch_timestamp_seconds: float = 0.0
     max_event_time_ms: int = 0
+    source_records_total: int = 0
+    rows_dropped_by_watermark_total: int = 0
+    unaccounted_records_total: int = 0
 
 
 @dataclass(frozen=True)
@@ -237,6 +240,18 @@ class JobHealthCollector(Collector):
         for reason, count in sorted(health.invalid_events_total.items()):
             invalid.add_metric([reason], float(count))
         yield invalid
+        yield CounterMetricFamily(
+            "rebalance_monitor_source_records",
+            "Records the source read from the events topic (Spark's numInputRows).",
+            value=health.source_records_total)
+        yield CounterMetricFamily(
+            "rebalance_monitor_rows_dropped_by_watermark",
+            "Rows Spark's stateful operator dropped behind the watermark (must stay 0).",
+            value=health.rows_dropped_by_watermark_total)
+        yield CounterMetricFamily(
+            "rebalance_monitor_unaccounted_records",
+            "Records read that were neither applied nor dead-lettered, summed over batches "
+            "(must stay 0).", value=health.unaccounted_records_total)
         yield GaugeMetricFamily("rebalance_monitor_batch_duration_seconds",
                                 "Wall time of the last micro-batch (Spark's triggerExecution).",
                                 value=health.batch_duration_seconds)

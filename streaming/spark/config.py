@@ -167,6 +167,10 @@ class JobConfig:
     max_event_bytes: int = option(
         "events larger than this go to the dead-letter topic as oversized", _positive,
         default=1 << 20, metavar="BYTES")
+    max_clock_skew_ms: int = option(
+        "events stamped further ahead of their Kafka timestamp go to the dead-letter topic as "
+        "future_timestamp (a producer's clock is wrong); they never move the watermark",
+        _whole_number, default=300_000, metavar="MS")
 
     def step_config(self) -> StepConfig:
         """The core's settings: the JobConfig fields of the same names."""

@@ -52,7 +52,7 @@ from streaming.spark.checkpoint_layout import (
 )
 from streaming.spark.config import JobConfig, config_from_args
 from streaming.spark.config import add_arguments as add_config_arguments
-from streaming.spark.parse import route_events
+from streaming.spark.parse import route_events, with_watermark_keeping_late_rows
 from streaming.spark.sinks import BatchSink, counters_path
 from streaming.spark.source import SourceConfig, read_event_stream
 from streaming.spark.source_probe import SourceProbe
@@ -116,11 +116,12 @@ def start_query(spark: SparkSession, config: JobConfig, sink, state_function=Non
     """The job's query: source, routing, the per-group state function (default: the core's
     step, as make_state_function wraps it), foreachBatch `sink`."""
     if state_function is None:
-        state_function = make_state_function(config.step_config(), config.max_event_bytes)
+        state_function = make_state_function(config.step_config(), config.max_event_bytes,
+                                             config.max_clock_skew_ms)
     records = read_event_stream(spark, source_config(config))
-    routed = route_events(records, config.max_event_bytes,
-                          config.state_shards or DEFAULT_SHARDS).withWatermark(
-        "event_time", config.watermark_delay)
+    routed = with_watermark_keeping_late_rows(
+        route_events(records, config.max_event_bytes, config.state_shards or DEFAULT_SHARDS,
+                     config.max_clock_skew_ms), config.watermark_delay)
     outputs = routed.groupBy("shard").applyInPandasWithState(
         state_function, OUTPUT_SCHEMA, STATE_SCHEMA, "update", GroupStateTimeout.EventTimeTimeout)
     return (outputs.writeStream.queryName(QUERY_NAME)
@@ -146,10 +147,12 @@ def make_outbox(config: JobConfig, stats: DeliveryStats) -> Outbox:
 
 
 class ProgressListener(StreamingQueryListener):
-    """Spark's own measure of each micro-batch (all of it, not only our foreachBatch)."""
+    """Spark's own measure of each micro-batch (all of it, not only our foreachBatch): its
+    duration, and the records read and rows dropped that the sink accounts for."""
 
-    def __init__(self, store: SnapshotStore, query_name: str) -> None:
+    def __init__(self, store: SnapshotStore, sink: BatchSink, query_name: str) -> None:
         self._store = store
+        self._sink = sink
         self._query_name = query_name
 
     def onQueryStarted(self, event) -> None:
@@ -160,6 +163,8 @@ class ProgressListener(StreamingQueryListener):
         if progress.name == self._query_name:
             seconds = progress.durationMs.get("triggerExecution", 0) / 1000.0
             self._store.update_health(batch_duration_seconds=seconds)
+            dropped = sum(op.numRowsDroppedByWatermark for op in progress.stateOperators)
+            self._sink.note_progress(progress.batchId, progress.numInputRows, dropped)
 
     def onQueryIdle(self, event) -> None:
         pass
@@ -216,7 +221,7 @@ class Monitor:
         self.source_probe.start()
         log.info("metrics on %s:%s, %d groups restored from the checkpoint (%d state shards)",
                  self.config.metrics_host, self.metrics.port, restored, shards)
-        self._listener = ProgressListener(self.store, QUERY_NAME)
+        self._listener = ProgressListener(self.store, self._sink, QUERY_NAME)
         self.spark.streams.addListener(self._listener)
         self.query = start_query(self.spark, self.config, self._sink)
 

@@ -27,16 +27,20 @@ ENVELOPE_SCHEMA = T.StructType([
     T.StructField("groups", T.ArrayType(T.StringType())),
 ])
 
-# Event times outside this window of the record's own Kafka timestamp do not move the watermark:
-# one absurd timestamp must not expire every group at once. The core still judges the event.
+# Event times further back than this from the record's own Kafka timestamp do not move the
+# watermark (a replay of old events, or a simulator's fixed epoch). Event times ahead of it by
+# more than the job's --max-clock-skew-ms do not either: the state function dead-letters them.
 WATERMARK_TRUST_WINDOW_MS = 24 * 3600 * 1000
 
 
-def route_events(records: DataFrame, max_event_bytes: int, shards: int) -> DataFrame:
+def route_events(records: DataFrame, max_event_bytes: int, shards: int,
+                 max_clock_skew_ms: int) -> DataFrame:
     """key/value/topic/partition/offset/timestamp -> shard, system, group, event_time, offset,
-    value. Unroutable records get UNROUTABLE_KEY as both system and group. The shard (the
-    state's key) is a hash of (system, group) in [0, shards): xxhash64, Spark's own, so it is
-    the same on every executor and version."""
+    value, arrival_ms, copy. Unroutable records get UNROUTABLE_KEY as both system and group.
+    The shard (the state's key) is a hash of (system, group) in [0, shards): xxhash64, Spark's
+    own, so it is the same on every executor and version. A route naming several groups becomes
+    one row per group; `copy` is 0 on the first, so each record is counted (or dead-lettered)
+    once. `arrival_ms` is the record's Kafka timestamp."""
     envelope = F.from_json(F.col("value").cast("string"), ENVELOPE_SCHEMA)
     enriched = records.select(
         F.col("value"), F.col("offset"), F.col("timestamp").alias("kafka_ts"),
@@ -54,23 +58,41 @@ def route_events(records: DataFrame, max_event_bytes: int, shards: int) -> DataF
         F.coalesce(F.col("env.system"), F.lit(DEFAULT_SYSTEM)))
     return enriched.select(
         system.alias("system"),
-        F.explode(F.array_distinct(targets)).alias("group"),
-        _watermark_time(F.col("env.ts"), F.col("kafka_ts")).alias("event_time"),
+        F.posexplode(F.array_distinct(targets)).alias("copy", "group"),
+        _watermark_time(F.col("env.ts"), F.col("kafka_ts"), max_clock_skew_ms).alias("event_time"),
         F.col("offset"),
         F.col("value"),
+        F.unix_millis(F.col("kafka_ts")).alias("arrival_ms"),
     ).select(F.when(F.col("group").isNull(), F.lit(UNROUTABLE_KEY)).otherwise(F.col("system"))
              .alias("system"),
              F.coalesce(F.col("group"), F.lit(UNROUTABLE_KEY)).alias("group"),
-             "event_time", "offset", "value",
+             "event_time", "offset", "value", "arrival_ms", "copy",
              ).withColumn("shard", F.pmod(F.xxhash64("system", "group"), F.lit(shards)).cast("int"))
 
 
-def _watermark_time(ts: Column, kafka_ts: Column) -> Column:
+def with_watermark_keeping_late_rows(routed: DataFrame, delay: str) -> DataFrame:
+    """`routed` with its watermark on event_time, minus the late-row filter of the stateful
+    operator after it. An event-time-timeout flatMapGroupsWithState drops every input row whose
+    watermark column is at or behind the watermark before the function sees it. During a capped
+    catch-up the sparse partitions run ahead in event time, the watermark follows them, and
+    that filter dropped about half of a dense partition's events (tests/integration/
+    test_catch_up.py). The watermark is still computed from event_time; the column the operator
+    sees is null with the same watermark metadata, and Spark's filter never drops a row whose
+    column is null. Late events reach the core, whose reorder window and late merge are there
+    for them (docs/events.md)."""
+    watermarked = routed.withWatermark("event_time", delay)
+    tagged = watermarked.schema["event_time"].metadata
+    never_late = F.lit(None).cast("timestamp").alias("event_time", metadata=tagged)
+    return watermarked.select(*(never_late if name == "event_time" else name
+                                for name in watermarked.columns))
+
+
+def _watermark_time(ts: Column, kafka_ts: Column, max_clock_skew_ms: int) -> Column:
     as_millis = F.when(ts.rlike(r"^-?\d{1,16}$"), F.timestamp_millis(ts.cast("long")))
     as_iso = F.try_to_timestamp(ts)
     event_time = F.coalesce(as_millis, as_iso)
-    drift_ms = F.abs(F.unix_millis(event_time) - F.unix_millis(kafka_ts))
+    ahead_ms = F.unix_millis(event_time) - F.unix_millis(kafka_ts)
     # Spark takes the max of non-null values for the watermark; null means "don't trust it".
-    # Never older than the record's arrival: Spark drops rows behind the watermark before an
-    # event-time-timeout state function sees them, and late events must reach the core.
-    return F.when(drift_ms <= WATERMARK_TRUST_WINDOW_MS, F.greatest(event_time, kafka_ts))
+    # Never older than the record's arrival, so the watermark follows the broker's clock too.
+    trusted = (ahead_ms >= -WATERMARK_TRUST_WINDOW_MS) & (ahead_ms <= max_clock_skew_ms)
+    return F.when(trusted, F.greatest(event_time, kafka_ts))

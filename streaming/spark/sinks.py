@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -33,10 +34,18 @@ REASON_HEADER = "rebalance-monitor-reason"
 
 @dataclass
 class JobCounters:
+    """The job's counters, saved in the checkpoint. `events` and `invalid` count records, once
+    each (a route naming several groups is one record); `batch_id` is the last batch they hold.
+    The source's figures come from Spark's progress of each batch, up to `progress_batch_id`."""
+
     batch_id: int = -1
     events: Counter = field(default_factory=Counter)
     invalid: Counter = field(default_factory=Counter)
     max_event_time_ms: int = 0
+    progress_batch_id: int = -1
+    source_records: int = 0
+    rows_dropped_by_watermark: int = 0
+    unaccounted_records: int = 0
 
     @classmethod
     def load(cls, file: TextFile) -> JobCounters:
@@ -44,13 +53,12 @@ class JobCounters:
         if text is None:
             return cls()
         data = json.loads(text)
-        return cls(data["batch_id"], Counter(data["events"]), Counter(data["invalid"]),
-                   data.get("max_event_time_ms", 0))
+        data["events"], data["invalid"] = Counter(data["events"]), Counter(data["invalid"])
+        return cls(**data)
 
     def save(self, file: TextFile) -> None:
-        file.write(json.dumps({"batch_id": self.batch_id, "events": self.events,
-                               "invalid": self.invalid,
-                               "max_event_time_ms": self.max_event_time_ms}))
+        file.write(json.dumps(self.__dict__))
+
 
 
 def counters_path(checkpoint: str) -> str:
@@ -73,6 +81,9 @@ class BatchSink:
         self._dead_letter_topic = dead_letter_topic
         self._wait_s = wait_s
         self._sent: list[Delivery] = []
+        # The sink runs on the query's thread, note_progress on the listener's.
+        self._lock = threading.Lock()
+        self._batch_records: dict[int, int] = {}
         self._publish_health()
 
     def close(self) -> None:
@@ -89,18 +100,44 @@ class BatchSink:
 
     def apply_rows(self, rows, batch_id: int) -> None:
         first_time = batch_id > self._counters.batch_id
+        accounted = Counter()
         for row in rows:
-            self._apply_row(row, count=first_time)
+            self._apply_row(row, count=first_time, accounted=accounted)
+        with self._lock:
+            self._batch_records[batch_id] = accounted.total()
         if first_time:
             pending = self._outbox.wait(self._sent, self._wait_s)
             if pending:
                 log.warning("batch %d: %d records not yet delivered after %.0f s; they stay "
                             "queued and are retried", batch_id, pending, self._wait_s)
             self._sent = []
-            self._counters.batch_id = batch_id
-            self._counters.save(self._counters_file)
+            with self._lock:
+                self._counters.batch_id = batch_id
+                self._counters.save(self._counters_file)
 
-    def _apply_row(self, row, count: bool) -> None:
+    def note_progress(self, batch_id: int, input_rows: int, dropped_by_watermark: int) -> None:
+        """Spark's account of a finished batch (its listener calls this): the records its
+        source read and the rows its stateful operator dropped. Each record read must be among
+        those this sink saw applied or dead-lettered in that batch; any other is counted as
+        unaccounted. Saved at once, so a restart keeps it."""
+        with self._lock:
+            accounted = self._batch_records.pop(batch_id, 0)
+            if batch_id <= self._counters.progress_batch_id:
+                return
+            missing = input_rows - accounted
+            if missing or dropped_by_watermark:
+                log.error("batch %d: the source read %d records, %d were applied or "
+                          "dead-lettered, Spark dropped %d rows behind the watermark",
+                          batch_id, input_rows, accounted, dropped_by_watermark)
+            counters = self._counters
+            counters.progress_batch_id = batch_id
+            counters.source_records += input_rows
+            counters.rows_dropped_by_watermark += dropped_by_watermark
+            counters.unaccounted_records += max(0, missing)
+            counters.save(self._counters_file)
+        self._publish_health()
+
+    def _apply_row(self, row, count: bool, accounted: Counter) -> None:
         kind, key = row.kind, GroupKey(row.system, row.group)
         payload = bytes(row.payload) if row.payload is not None else b""
         if kind == METRICS:
@@ -116,6 +153,8 @@ class BatchSink:
                 self._send(Record(self._findings_topic, payload, key.group.encode()))
         elif kind == COUNTS:
             counts = ShardCounts.from_json(payload)
+            accounted.update(counts.events)
+            accounted.update(counts.invalid)
             self._counters.max_event_time_ms = max(self._counters.max_event_time_ms,
                                                    counts.event_time_ms)
             if count:
@@ -129,9 +168,13 @@ class BatchSink:
         self._sent.append(self._outbox.send(record))
 
     def _publish_health(self, finished_at: float | None = None) -> None:
-        changes = dict(events_total=dict(self._counters.events),
-                       invalid_events_total=dict(self._counters.invalid),
-                       max_event_time_ms=self._counters.max_event_time_ms)
+        counters = self._counters
+        changes = dict(events_total=dict(counters.events),
+                       invalid_events_total=dict(counters.invalid),
+                       max_event_time_ms=counters.max_event_time_ms,
+                       source_records_total=counters.source_records,
+                       rows_dropped_by_watermark_total=counters.rows_dropped_by_watermark,
+                       unaccounted_records_total=counters.unaccounted_records)
         if finished_at is not None:
             changes["last_batch_timestamp_seconds"] = finished_at
         self._store.update_health(**changes)

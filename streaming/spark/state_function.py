@@ -38,7 +38,7 @@ STATE_SCHEMA = "blob binary"
 OUTPUT_SCHEMA = "system string, group string, kind string, reason string, payload binary"
 OUTPUT_COLUMNS = ["system", "group", "kind", "reason", "payload"]
 # What the state function reads of each routed row (streaming.spark.parse.route_events).
-ROUTED_COLUMNS = ("system", "group", "value", "offset")
+ROUTED_COLUMNS = ("system", "group", "value", "offset", "arrival_ms", "copy")
 
 # One per Python worker process: workers are reused across tasks and micro-batches, so a client's
 # repeated heartbeat is fully parsed once per worker.
@@ -105,7 +105,10 @@ class RefreshCache:
 _REFRESHES = RefreshCache()
 
 
-def make_state_function(config: StepConfig, max_event_bytes: int = 1 << 20):
+def make_state_function(config: StepConfig, max_event_bytes: int = 1 << 20,
+                        max_clock_skew_ms: int = 300_000):
+    judge = RecordJudge(max_event_bytes, max_clock_skew_ms)
+
     def apply_shard(key, batches: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
         _tune_worker_gc()
         watermark = _watermark(state)
@@ -113,7 +116,7 @@ def make_state_function(config: StepConfig, max_event_bytes: int = 1 << 20):
         arrived = _rows_by_group(batches)
         rows, counts, stepped = [], Counts(), set()
         for group_key in sorted(arrived):
-            events, dead = _decode(group_key, arrived[group_key], max_event_bytes, counts)
+            events, dead = _decode(group_key, arrived[group_key], judge, counts)
             rows += [(*group_key, DEAD_LETTER, reason, raw) for raw, reason in dead]
             if group_key.group != UNROUTABLE_KEY and events:
                 rows += _advance(group_key, entries, events, watermark, config)
@@ -148,12 +151,12 @@ def _tune_worker_gc() -> None:
 
 
 def _rows_by_group(batches: Iterator[pd.DataFrame]) -> dict[GroupKey, list[tuple]]:
-    """The shard's rows, (value, offset) in arrival order, by group."""
+    """The shard's rows, (value, offset, arrival_ms, copy) in arrival order, by group."""
     by_group = defaultdict(list)
     for frame in batches:
         columns = (frame[name].tolist() for name in ROUTED_COLUMNS)
-        for system, group, value, offset in zip(*columns, strict=True):
-            by_group[GroupKey(system, group)].append((value, offset))
+        for system, group, *row in zip(*columns, strict=True):
+            by_group[GroupKey(system, group)].append(row)
     return by_group
 
 
@@ -175,28 +178,49 @@ def _advance(key: GroupKey, entries: dict, events: list, watermark: int | None,
     return _step_rows(key, output)
 
 
-def _decode(key: GroupKey, rows: list[tuple], max_event_bytes: int, counts: Counts):
-    """Raw values -> (event, offset) for this group, and dead letters with a reason."""
+class RecordJudge:
+    """What a record is: its events, or why it is invalid. Beyond the contract (the core's
+    parser), a record must fit --max-event-bytes, and its event time must not be further ahead
+    of its Kafka timestamp than --max-clock-skew-ms: one such event would move its group's
+    clock hours ahead and expire every member that heartbeats on time."""
+
+    def __init__(self, max_event_bytes: int, max_clock_skew_ms: int) -> None:
+        self.max_event_bytes = max_event_bytes
+        self.max_clock_skew_ms = max_clock_skew_ms
+
+    def judge(self, raw: bytes, arrival_ms: int):
+        if len(raw) > self.max_event_bytes:
+            return Invalid("oversized", "")
+        parsed = _PARSER.parse(raw)
+        if not isinstance(parsed, Invalid) and parsed[0].ts > arrival_ms + self.max_clock_skew_ms:
+            return Invalid("future_timestamp", f"{parsed[0].ts - arrival_ms} ms ahead")
+        return parsed
+
+
+def _decode(key: GroupKey, rows: list[tuple], judge: RecordJudge, counts: Counts):
+    """Raw values -> (event, offset) for this group, and dead letters with a reason. A record
+    fanned out to several groups is counted, and dead-lettered, on its first copy only."""
     events, dead = [], []
-    for value, offset in rows:
+    for value, offset, arrival_ms, copy in rows:
         raw = bytes(value) if value is not None else b""
-        parsed = _PARSER.parse(raw) if len(raw) <= max_event_bytes else Invalid("oversized", "")
-        if isinstance(parsed, Invalid):
-            dead.append((raw, parsed.reason))
-            counts.invalid[parsed.reason] += 1
-            continue
-        if key.group == UNROUTABLE_KEY or parsed[0].system != key.system:
+        parsed = judge.judge(raw, arrival_ms)
+        if not isinstance(parsed, Invalid) and (key.group == UNROUTABLE_KEY
+                                                or parsed[0].system != key.system):
             # Valid to Python's json but not to Spark's envelope parser (e.g. NaN), or a
             # system the two parsers read differently: keep it.
-            dead.append((raw, "unroutable"))
-            counts.invalid["unroutable"] += 1
+            parsed = Invalid("unroutable", "")
+        if isinstance(parsed, Invalid):
+            if copy == 0:
+                dead.append((raw, parsed.reason))
+                counts.invalid[parsed.reason] += 1
             continue
         # A route naming several groups was fanned out by the router: keep this group's copy.
         for event in parsed:
             if event.group == key.group:
                 events.append((event, int(offset)))
-                counts.valid[event.type] += 1
                 counts.event_time_ms = max(counts.event_time_ms, event.ts)
+        if copy == 0:
+            counts.valid[parsed[0].type] += 1
     return events, dead
 
 

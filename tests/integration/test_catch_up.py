@@ -92,16 +92,20 @@ class Acknowledged:
     valid: Counter                 # event type -> records
     malformed: Counter             # value -> times
     final_watermark_ms: int
+    ends: dict[str, int]           # partition -> the offset after its last acknowledged record
 
 
 def produce_backlog(bootstrap: str, records) -> Acknowledged:
     topic = f"test.catchup.{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, topic, 3)
     acked: list[bytes] = []
+    ends: dict[str, int] = {}
 
     def on_delivery(error, message) -> None:
         if error is None:
             acked.append(message.value())
+            partition = str(message.partition())
+            ends[partition] = max(ends.get(partition, 0), message.offset() + 1)
 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for partition, key, value, ts in records:
@@ -118,7 +122,7 @@ def produce_backlog(bootstrap: str, records) -> Acknowledged:
             valid[event["type"]] += 1
     assert len(acked) == len(records)
     last_ts = max(ts for *_, ts in records)
-    return Acknowledged(topic, valid, bad, last_ts - WATERMARK_DELAY_MS)
+    return Acknowledged(topic, valid, bad, last_ts - WATERMARK_DELAY_MS, ends)
 
 
 def _valid_event(value: bytes) -> dict | None:
@@ -149,12 +153,22 @@ def catch_up_with_a_kill(bootstrap: str, acked: Acknowledged, checkpoint: Path):
                            timeout=180, poll=0.05)
         assert first_run.kill(signal.SIGKILL) == -signal.SIGKILL
     with job(bootstrap, acked, checkpoint) as second_run:
-        end = second_run.wait_for(lambda _: settled(checkpoint, acked.final_watermark_ms),
-                                  timeout=240)
+        second_run.wait_for(lambda _: read_to_the_end(checkpoint, acked), timeout=240)
         end = second_run.first_scrape()
     dead = [(value, dict(headers)[REASON_HEADER].decode())
             for _, value, headers in read_topic(bootstrap, f"{acked.topic}.dlq")]
     return end, dead
+
+
+def read_to_the_end(checkpoint: Path, acked: Acknowledged) -> bool:
+    """The newest committed batch ends at every partition's last acknowledged record and ran
+    with the final watermark. (The watermark alone reaches its final value while the dense
+    partition is still behind.)"""
+    if not settled(checkpoint, acked.final_watermark_ms):
+        return False
+    newest = max(int(p.name) for p in (checkpoint / "offsets").iterdir() if p.name.isdigit())
+    source_offsets = (checkpoint / "offsets" / str(newest)).read_text().splitlines()[2]
+    return json.loads(source_offsets)[acked.topic] == acked.ends
 
 
 def _counted(scrape, name: str) -> float:
@@ -173,7 +187,9 @@ def assert_nothing_lost(end, dead, acked: Acknowledged, invalid_reasons: Counter
     # The engine dropped nothing, and every batch's records were accounted for.
     assert end.value("rebalance_monitor_rows_dropped_by_watermark_total") == 0
     assert end.value("rebalance_monitor_unaccounted_records_total") == 0
-    assert end.value("rebalance_monitor_source_records_total") > 0
+    # What Spark's source reported reading; the progress of a batch that committed just before
+    # the kill is never reported (Spark's progress comes after the commit).
+    assert 0 < end.value("rebalance_monitor_source_records_total") <= sum(acked.ends.values())
     # And the groups are what the producer wrote: every client alive at the end.
     for groups in LAYOUT.values():
         for group, clients in groups:

@@ -149,3 +149,29 @@ def test_after_a_batch_its_snapshots_are_in_when_the_sink_says_so(tmp_path):
     sink(CollectedBatch(batch()), 0)
     assert [metrics.members for metrics in seen] == [2]
     assert store.health().last_batch_timestamp_seconds > 0
+
+
+def test_spark_progress_is_checked_against_what_the_batch_accounted_for(tmp_path):
+    sink, store, _ = make_sink(tmp_path)
+    sink.apply_rows(batch(), batch_id=0)          # 3 valid + 1 invalid records
+    sink.note_progress(0, input_rows=4, dropped_by_watermark=0)
+    assert store.health().unaccounted_records_total == 0
+    sink.apply_rows(batch(), batch_id=1)
+    sink.note_progress(1, input_rows=7, dropped_by_watermark=3)   # Spark read 3 more
+    sink.note_progress(1, input_rows=7, dropped_by_watermark=3)   # the same batch again
+    health = store.health()
+    assert (health.source_records_total, health.unaccounted_records_total,
+            health.rows_dropped_by_watermark_total) == (11, 3, 3)
+
+
+def test_the_source_figures_survive_a_restart(tmp_path):
+    sink, _, _ = make_sink(tmp_path)
+    sink.apply_rows(batch(), batch_id=0)
+    sink.note_progress(0, input_rows=5, dropped_by_watermark=1)
+    restarted, store, _ = make_sink(tmp_path)
+    restarted.apply_rows(batch(), batch_id=0)     # re-run: counted once, checked again
+    restarted.note_progress(0, input_rows=5, dropped_by_watermark=1)
+    health = store.health()
+    assert (health.source_records_total, health.unaccounted_records_total,
+            health.rows_dropped_by_watermark_total) == (5, 1, 1)
+    assert health.events_total == {"heartbeat": 3}

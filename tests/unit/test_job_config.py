@@ -51,6 +51,7 @@ DEFAULTS = {
     "--state-shards": None,
     "--state-store": "rocksdb",
     "--max-event-bytes": 1 << 20,
+    "--max-clock-skew-ms": 300_000,
 }
 
 # One good text per option (as a flag or its variable) and the value it gives.
@@ -78,6 +79,7 @@ GOOD = {
     "state_shards": ("64", 64),
     "state_store": ("hdfs", "hdfs"),
     "max_event_bytes": ("50000", 50_000),
+    "max_clock_skew_ms": ("60000", 60_000),
 }
 
 # One refused text for every option that validates its text, and a word of the reason.
@@ -98,6 +100,7 @@ BAD = {
     "state_shards": ("0", "positive whole number or auto"),
     "state_store": ("memory", "one of rocksdb, hdfs"),
     "max_event_bytes": ("-5", "positive"),
+    "max_clock_skew_ms": ("5 min", "whole number"),
 }
 FREE_TEXT = {"topic", "checkpoint", "findings_topic", "dead_letter_topic", "metrics_host",
              "trigger_interval", "watermark_delay"}

@@ -34,6 +34,7 @@ from streaming.spark.parse import UNROUTABLE_KEY
 from streaming.spark.state_function import (
     COUNTS,
     DEAD_LETTER,
+    ROUTED_COLUMNS,
     STATE_SCHEMA,
     RefreshCache,
     make_state_function,
@@ -142,13 +143,17 @@ class SparkKeyState:
         self.timeout = state._timeout_timestamp if state.exists else NO_TIMEOUT
 
 
+# Kafka timestamps of the records: no event here is stamped ahead of its arrival.
+ARRIVAL_MS = 4_000_000_000_000
+
+
 def _shard_run(batches, shard_of) -> list[list[tuple]]:
     """Each batch through the state function, one call per shard as Spark makes them."""
     function, stored, out = make_state_function(CONFIG), {}, []
     for records, watermark in batches:
         by_shard: dict[int, list] = {}
         for offset, (key, raw) in enumerate(records):
-            by_shard.setdefault(shard_of(key), []).append((*key, raw, offset))
+            by_shard.setdefault(shard_of(key), []).append((*key, raw, offset, ARRIVAL_MS, 0))
         rows = []
         for shard in sorted({*by_shard, *stored}):
             kept = stored.setdefault(shard, SparkKeyState())
@@ -158,7 +163,7 @@ def _shard_run(batches, shard_of) -> list[list[tuple]]:
                 continue
             state = kept.group_state(watermark, timed_out=arrived is None)
             frames = [] if arrived is None else [
-                pd.DataFrame(arrived, columns=["system", "group", "value", "offset"])]
+                pd.DataFrame(arrived, columns=list(ROUTED_COLUMNS))]
             for frame in function((shard,), iter(frames), state):
                 rows += list(frame.itertuples(index=False, name=None))
             kept.keep(state)
