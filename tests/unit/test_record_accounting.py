@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from streaming.core.contract import ShardCounts
+from streaming.core.step import StepConfig
 from streaming.spark.state_function import (
     COUNTS,
     DEAD_LETTER,
@@ -14,7 +15,6 @@ from streaming.spark.state_function import (
     ROUTED_COLUMNS,
     make_state_function,
 )
-from streaming.core.step import StepConfig
 from tests.unit.test_shard_state import SparkKeyState
 
 pytestmark = pytest.mark.unit
