@@ -145,11 +145,14 @@ class GroupMetrics:
 class ShardCounts:
     """One shard's share of a micro-batch, for the job's own counters: valid events by type,
     rejected ones by reason, and the newest valid event time (0: none). The event time is here
-    because a group whose events were kept for its next step emits no metrics that batch."""
+    because a group whose events were kept for its next step emits no metrics that batch. Per
+    source (the producer named in the events), its newest event time and the groups it wrote."""
 
     events: Mapping[str, int]
     invalid: Mapping[str, int]
     event_time_ms: int = 0
+    # source -> [its newest valid event time, its groups ([system, group]) with events here]
+    sources: Mapping[str, list] = field(default_factory=dict)
 
     def to_json(self) -> bytes:
         return json.dumps(self.__dict__).encode()

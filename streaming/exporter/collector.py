@@ -84,6 +84,8 @@ class JobHealth:
     source_records_total: int = 0
     rows_dropped_by_watermark_total: int = 0
     unaccounted_records_total: int = 0
+    sources: dict[str, tuple[int, bool]] = field(default_factory=dict)   # newest ms, silent
+    stale_groups: dict[GroupKey, str] = field(default_factory=dict)      # group -> its source
 
 
 @dataclass(frozen=True)
@@ -252,6 +254,7 @@ class JobHealthCollector(Collector):
             "rebalance_monitor_unaccounted_records",
             "Records read that were neither applied nor dead-lettered, summed over batches "
             "(must stay 0).", value=health.unaccounted_records_total)
+        yield from _source_families(health)
         yield GaugeMetricFamily("rebalance_monitor_batch_duration_seconds",
                                 "Wall time of the last micro-batch (Spark's triggerExecution).",
                                 value=health.batch_duration_seconds)
@@ -265,6 +268,27 @@ class JobHealthCollector(Collector):
                                 "Now minus the newest valid event time the job has read.", value=lag)
         yield GaugeMetricFamily("rebalance_monitor_groups", "Groups tracked.",
                                 value=self._store.group_count())
+
+
+def _source_families(health: JobHealth) -> Iterator[Metric]:
+    newest = GaugeMetricFamily(
+        "rebalance_source_last_event_time_seconds",
+        "Newest event time written by each source (the producer named in the events).",
+        labels=["source"])
+    silent = GaugeMetricFamily(
+        "rebalance_source_silent",
+        "1 when a source has written nothing for --source-silence-ms of the job's event time.",
+        labels=["source"])
+    for source, (newest_ms, is_silent) in sorted(health.sources.items()):
+        newest.add_metric([source], newest_ms / 1000.0)
+        silent.add_metric([source], 1.0 if is_silent else 0.0)
+    stale = GaugeMetricFamily(
+        "rebalance_group_stale",
+        "1 for each group whose source is silent: it shows its state from before the silence.",
+        labels=[*GROUP_LABELS, "source"])
+    for key, source in sorted(health.stale_groups.items()):
+        stale.add_metric([*key, source], 1.0)
+    yield from (newest, silent, stale)
 
 
 def conflict_age(groups: list[GroupMetrics], health: JobHealth) -> Metric:

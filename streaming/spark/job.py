@@ -215,7 +215,8 @@ class Monitor:
         counters = HadoopTextFile(self.spark, counters_path(self.config.checkpoint))
         self._sink = BatchSink(self.store, counters, make_outbox(self.config, self.delivery),
                                self.config.findings_topic, self.config.dead_letter_topic,
-                               after_batch=self.prerender.changed)
+                               after_batch=self.prerender.changed,
+                               source_silence_ms=self.config.source_silence_ms)
         self.prerender.start().changed()   # the groups restored from the checkpoint
         self.metrics.start()
         self.source_probe.start()

@@ -19,12 +19,13 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from streaming.core.contract import FindingRecord, GroupKey, GroupMetrics, ShardCounts
 from streaming.delivery import Delivery, Outbox, Record
 from streaming.exporter import SnapshotStore
 from streaming.spark.checkpoint_files import TextFile, checkpoint_child
+from streaming.spark.staleness import SourceLiveness
 from streaming.spark.state_function import COUNTS, DEAD_LETTER, FINDING, METRICS, REMOVED
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,7 @@ class JobCounters:
     source_records: int = 0
     rows_dropped_by_watermark: int = 0
     unaccounted_records: int = 0
+    liveness: dict | None = None       # streaming.spark.staleness.SourceLiveness.to_json()
 
     @classmethod
     def load(cls, file: TextFile) -> JobCounters:
@@ -71,7 +73,8 @@ class BatchSink:
 
     def __init__(self, store: SnapshotStore, counters_file: TextFile, outbox: Outbox,
                  findings_topic: str, dead_letter_topic: str, wait_s: float = 30.0,
-                 after_batch: Callable[[], None] | None = None) -> None:
+                 after_batch: Callable[[], None] | None = None,
+                 source_silence_ms: int = 30_000) -> None:
         self._store = store
         self._after_batch = after_batch
         self._counters_file = counters_file
@@ -84,6 +87,10 @@ class BatchSink:
         # The sink runs on the query's thread, note_progress on the listener's.
         self._lock = threading.Lock()
         self._batch_records: dict[int, int] = {}
+        self._liveness = SourceLiveness.from_json(self._counters.liveness, source_silence_ms)
+        for frozen in self._liveness.frozen.values():   # a restart shows them as they were
+            if frozen.shown is not None:
+                self._store.replace_group(GroupMetrics.from_json(frozen.shown))
         self._publish_health()
 
     def close(self) -> None:
@@ -102,7 +109,15 @@ class BatchSink:
         first_time = batch_id > self._counters.batch_id
         accounted = Counter()
         for row in rows:
-            self._apply_row(row, count=first_time, accounted=accounted)
+            if row.kind == COUNTS:
+                self._apply_counts(ShardCounts.from_json(bytes(row.payload)), first_time,
+                                   accounted)
+        for key, frozen in self._liveness.thaw():
+            if frozen.pending is not None:
+                self._apply_group_row(key, *frozen.pending)
+        for row in rows:
+            if row.kind != COUNTS:
+                self._apply_row(row, count=first_time)
         with self._lock:
             self._batch_records[batch_id] = accounted.total()
         if first_time:
@@ -113,6 +128,7 @@ class BatchSink:
             self._sent = []
             with self._lock:
                 self._counters.batch_id = batch_id
+                self._counters.liveness = self._liveness.to_json()
                 self._counters.save(self._counters_file)
 
     def note_progress(self, batch_id: int, input_rows: int, dropped_by_watermark: int) -> None:
@@ -137,32 +153,45 @@ class BatchSink:
             counters.save(self._counters_file)
         self._publish_health()
 
-    def _apply_row(self, row, count: bool, accounted: Counter) -> None:
+    def _apply_counts(self, counts: ShardCounts, count: bool, accounted: Counter) -> None:
+        accounted.update(counts.events)
+        accounted.update(counts.invalid)
+        self._counters.max_event_time_ms = max(self._counters.max_event_time_ms,
+                                               counts.event_time_ms)
+        self._liveness.observe(counts.sources)
+        if count:
+            self._counters.events.update(counts.events)
+            self._counters.invalid.update(counts.invalid)
+
+    def _apply_row(self, row, count: bool) -> None:
         kind, key = row.kind, GroupKey(row.system, row.group)
         payload = bytes(row.payload) if row.payload is not None else b""
+        if kind in (METRICS, REMOVED):
+            shown = self._store.group(key)
+            if not self._liveness.hold(key, kind, payload, shown and shown.to_json()):
+                self._apply_group_row(key, kind, payload)
+        elif kind == FINDING:
+            record = FindingRecord.from_json(payload)
+            source = self._liveness.source_of(key)
+            if source is not None and self._liveness.is_silent(source):
+                # The core's view of a group whose producer is silent: said so in the record.
+                record = replace(record, detail={**(record.detail or {}), "source_silent": source})
+                payload = record.to_json()
+            self._store.record_finding(record)
+            if count:
+                self._send(Record(self._findings_topic, payload, key.group.encode()))
+        elif kind == DEAD_LETTER and count:
+            reason = (REASON_HEADER, (row.reason or "").encode())
+            self._send(Record(self._dead_letter_topic, payload, headers=(reason,), cuttable=True))
+
+    def _apply_group_row(self, key: GroupKey, kind: str, payload: bytes) -> None:
         if kind == METRICS:
             metrics = GroupMetrics.from_json(payload)
             self._store.replace_group(metrics)
             self._counters.max_event_time_ms = max(self._counters.max_event_time_ms,
                                                    metrics.event_time_ms)
-        elif kind == REMOVED:
+        else:
             self._store.remove_group(key)
-        elif kind == FINDING:
-            self._store.record_finding(FindingRecord.from_json(payload))
-            if count:
-                self._send(Record(self._findings_topic, payload, key.group.encode()))
-        elif kind == COUNTS:
-            counts = ShardCounts.from_json(payload)
-            accounted.update(counts.events)
-            accounted.update(counts.invalid)
-            self._counters.max_event_time_ms = max(self._counters.max_event_time_ms,
-                                                   counts.event_time_ms)
-            if count:
-                self._counters.events.update(counts.events)
-                self._counters.invalid.update(counts.invalid)
-        elif kind == DEAD_LETTER and count:
-            reason = (REASON_HEADER, (row.reason or "").encode())
-            self._send(Record(self._dead_letter_topic, payload, headers=(reason,), cuttable=True))
 
     def _send(self, record: Record) -> None:
         self._sent.append(self._outbox.send(record))
@@ -174,7 +203,9 @@ class BatchSink:
                        max_event_time_ms=counters.max_event_time_ms,
                        source_records_total=counters.source_records,
                        rows_dropped_by_watermark_total=counters.rows_dropped_by_watermark,
-                       unaccounted_records_total=counters.unaccounted_records)
+                       unaccounted_records_total=counters.unaccounted_records,
+                       sources=self._liveness.sources_health(),
+                       stale_groups=self._liveness.stale_groups())
         if finished_at is not None:
             changes["last_batch_timestamp_seconds"] = finished_at
         self._store.update_health(**changes)

@@ -38,7 +38,7 @@ STATE_SCHEMA = "blob binary"
 OUTPUT_SCHEMA = "system string, group string, kind string, reason string, payload binary"
 OUTPUT_COLUMNS = ["system", "group", "kind", "reason", "payload"]
 # What the state function reads of each routed row (streaming.spark.parse.route_events).
-ROUTED_COLUMNS = ("system", "group", "value", "offset", "arrival_ms", "copy")
+ROUTED_COLUMNS = ("system", "group", "value", "offset", "arrival_ms", "copy", "source")
 
 # One per Python worker process: workers are reused across tasks and micro-batches, so a client's
 # repeated heartbeat is fully parsed once per worker.
@@ -61,9 +61,18 @@ class Counts:
     def __init__(self) -> None:
         self.valid, self.invalid = Counter(), Counter()
         self.event_time_ms = 0
+        self.sources: dict[str, tuple[int, set]] = {}
+
+    def saw(self, source: str, key: GroupKey, ts: int) -> None:
+        newest, groups = self.sources.get(source, (0, set()))
+        groups.add(key)
+        self.sources[source] = (max(newest, ts), groups)
 
     def to_json(self) -> bytes:
-        return ShardCounts(dict(self.valid), dict(self.invalid), self.event_time_ms).to_json()
+        sources = {source: [newest, sorted(map(list, groups))]
+                   for source, (newest, groups) in self.sources.items()}
+        return ShardCounts(dict(self.valid), dict(self.invalid), self.event_time_ms,
+                           sources).to_json()
 
 
 class RefreshCache:
@@ -151,7 +160,7 @@ def _tune_worker_gc() -> None:
 
 
 def _rows_by_group(batches: Iterator[pd.DataFrame]) -> dict[GroupKey, list[tuple]]:
-    """The shard's rows, (value, offset, arrival_ms, copy) in arrival order, by group."""
+    """The shard's rows, (value, offset, arrival_ms, copy, source) in arrival order, by group."""
     by_group = defaultdict(list)
     for frame in batches:
         columns = (frame[name].tolist() for name in ROUTED_COLUMNS)
@@ -201,7 +210,7 @@ def _decode(key: GroupKey, rows: list[tuple], judge: RecordJudge, counts: Counts
     """Raw values -> (event, offset) for this group, and dead letters with a reason. A record
     fanned out to several groups is counted, and dead-lettered, on its first copy only."""
     events, dead = [], []
-    for value, offset, arrival_ms, copy in rows:
+    for value, offset, arrival_ms, copy, source in rows:
         raw = bytes(value) if value is not None else b""
         parsed = judge.judge(raw, arrival_ms)
         if not isinstance(parsed, Invalid) and (key.group == UNROUTABLE_KEY
@@ -219,6 +228,7 @@ def _decode(key: GroupKey, rows: list[tuple], judge: RecordJudge, counts: Counts
             if event.group == key.group:
                 events.append((event, int(offset)))
                 counts.event_time_ms = max(counts.event_time_ms, event.ts)
+                counts.saw(source, key, event.ts)
         if copy == 0:
             counts.valid[parsed[0].type] += 1
     return events, dead

@@ -33,8 +33,15 @@ HEALTH_METRICS = frozenset({
     "rebalance_monitor_source_last_success_timestamp_seconds",
     "rebalance_monitor_produce_errors_total", "rebalance_monitor_undelivered_records_total",
     "rebalance_monitor_truncated_records_total", "rebalance_monitor_query_restarts_total",
+    "rebalance_monitor_source_records_total", "rebalance_monitor_rows_dropped_by_watermark_total",
+    "rebalance_monitor_unaccounted_records_total",
 })
-CONTRACT_METRICS = GROUP_METRICS | HEALTH_METRICS
+# What the producer commands serve (producers/health.py), and Prometheus's own `up`.
+PRODUCER_METRICS = frozenset({
+    "up", "rebalance_observer_last_success_timestamp_seconds",
+    "rebalance_observer_poll_failures_total",
+})
+CONTRACT_METRICS = GROUP_METRICS | HEALTH_METRICS | PRODUCER_METRICS
 
 _KEYWORDS = frozenset({"and", "or", "unless", "bool", "offset", "by", "without", "on", "ignoring",
                        "group_left", "group_right", "inf", "nan", "atan2"})

@@ -44,6 +44,10 @@ REQUIRED_ALERTS = {
     "RebalanceMonitorInvalidEvents": ("warning", "10m"),
     "RebalanceMonitorUndeliveredRecords": ("warning", None),
     "RebalanceMonitorQueryRestarts": ("warning", None),
+    "RebalanceMonitorLostEvents": ("critical", None),
+    "RebalanceProducerDown": ("critical", "2m"),
+    "RebalanceProducerNotPolling": ("critical", "3m"),
+    "RebalanceProducerFailing": ("warning", "5m"),
 }
 
 

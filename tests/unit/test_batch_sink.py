@@ -175,3 +175,38 @@ def test_the_source_figures_survive_a_restart(tmp_path):
     assert (health.source_records_total, health.unaccounted_records_total,
             health.rows_dropped_by_watermark_total) == (5, 1, 1)
     assert health.events_total == {"heartbeat": 3}
+
+
+def sources_counts(sources: dict) -> Row:
+    payload = json.dumps({"events": {}, "invalid": {}, "event_time_ms": 0,
+                          "sources": sources}).encode()
+    return row("counts", group="", payload=payload)
+
+
+def doubled(group: str, members: int, ts: int) -> Row:
+    metrics = group_metrics(group, members=members, double_assigned={"T": 2}, event_time_ms=ts)
+    return row("metrics", group=group, payload=metrics.to_json())
+
+
+def test_a_silent_sources_groups_stay_as_they_were_and_are_marked_stale(tmp_path):
+    sink, store, _ = make_sink(tmp_path)
+    sink(CollectedBatch([sources_counts({"a": [1_000, [["rocketmq", "ga"]]],
+                                         "b": [1_000, [["rocketmq", "gb"]]]}),
+                         doubled("ga", 2, 1_000), doubled("gb", 2, 1_000)]), 0)
+    # b goes silent; a goes on, the core expires gb's members and then the group.
+    sink(CollectedBatch([sources_counts({"a": [200_000, [["rocketmq", "ga"]]]}),
+                         doubled("gb", 1, 1_000)]), 1)
+    sink(CollectedBatch([row("removed", group="gb")]), 2)
+    gb = store.group(GroupKey("rocketmq", "gb"))
+    assert (gb.members, gb.double_assigned) == (2, {"T": 2})
+    health = store.health()
+    assert health.stale_groups == {GroupKey("rocketmq", "gb"): "b"}
+    assert health.sources == {"a": (200_000, False), "b": (1_000, True)}
+    # A restart while b is silent shows gb as it was.
+    _, restarted, _ = make_sink(tmp_path)
+    assert restarted.group(GroupKey("rocketmq", "gb")).members == 2
+    assert restarted.health().stale_groups == {GroupKey("rocketmq", "gb"): "b"}
+    # b speaks again: the row held back is applied, then b's new rows.
+    sink(CollectedBatch([sources_counts({"b": [201_000, [["rocketmq", "gb"]]]})]), 3)
+    assert store.group(GroupKey("rocketmq", "gb")) is None
+    assert store.health().stale_groups == {}

@@ -52,6 +52,7 @@ DEFAULTS = {
     "--state-store": "rocksdb",
     "--max-event-bytes": 1 << 20,
     "--max-clock-skew-ms": 300_000,
+    "--source-silence-ms": 30_000,
 }
 
 # One good text per option (as a flag or its variable) and the value it gives.
@@ -80,6 +81,7 @@ GOOD = {
     "state_store": ("hdfs", "hdfs"),
     "max_event_bytes": ("50000", 50_000),
     "max_clock_skew_ms": ("60000", 60_000),
+    "source_silence_ms": ("90000", 90_000),
 }
 
 # One refused text for every option that validates its text, and a word of the reason.
@@ -101,6 +103,7 @@ BAD = {
     "state_store": ("memory", "one of rocksdb, hdfs"),
     "max_event_bytes": ("-5", "positive"),
     "max_clock_skew_ms": ("5 min", "whole number"),
+    "source_silence_ms": ("0", "positive"),
 }
 FREE_TEXT = {"topic", "checkpoint", "findings_topic", "dead_letter_topic", "metrics_host",
              "trigger_interval", "watermark_delay"}

@@ -36,7 +36,7 @@ def heartbeat(group, ts=TS) -> bytes:
 def run(rows) -> list[tuple]:
     """(group, value, arrival_ms, copy) rows of one shard through the state function."""
     function = make_state_function(StepConfig(), max_clock_skew_ms=SKEW_MS)
-    frame = pd.DataFrame([("rocketmq", group, value, offset, arrival, copy)
+    frame = pd.DataFrame([("rocketmq", group, value, offset, arrival, copy, "default")
                           for offset, (group, value, arrival, copy) in enumerate(rows)],
                          columns=list(ROUTED_COLUMNS))
     state = SparkKeyState().group_state(None, timed_out=False)

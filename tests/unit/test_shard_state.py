@@ -153,7 +153,7 @@ def _shard_run(batches, shard_of) -> list[list[tuple]]:
     for records, watermark in batches:
         by_shard: dict[int, list] = {}
         for offset, (key, raw) in enumerate(records):
-            by_shard.setdefault(shard_of(key), []).append((*key, raw, offset, ARRIVAL_MS, 0))
+            by_shard.setdefault(shard_of(key), []).append((*key, raw, offset, ARRIVAL_MS, 0, "default"))
         rows = []
         for shard in sorted({*by_shard, *stored}):
             kept = stored.setdefault(shard, SparkKeyState())
