@@ -78,6 +78,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     steady.add_argument("--queues", type=int, default=8, help="queues per topic")
     steady.add_argument("--brokers", type=int, default=2)
     parser.add_argument("--rate", type=float, help="at most N events per wall-clock second")
+    parser.add_argument("--source", default=None, metavar="NAME",
+                        help="the producer's name in every event (docs/events.md, source); "
+                             "default: none, which the job reads as \"default\"")
     parser.add_argument("--print-ground-truth", action="store_true")
     parser.add_argument("--stdout", action="store_true", help="print events instead of producing")
     parser.add_argument("--create-topic", type=int, metavar="PARTITIONS",
@@ -294,12 +297,23 @@ def main(args: argparse.Namespace) -> int:
         return 0
 
 
+def with_source(events, source: str | None):
+    """The encoded events, each naming `source` first (unchanged when it is None)."""
+    if source is None:
+        yield from events
+        return
+    prefix = b'{"source":' + json.dumps(source).encode() + b","
+    for key, value in events:
+        yield key, prefix + value[1:]
+
+
 def _main(args: argparse.Namespace) -> int:
     scenario = build_scenario(args)
     clock = (RealtimeClock(args.speed) if args.realtime else FastClock(args.epoch_ms))
+    events = with_source(scenario.run_encoded(clock), args.source)
     rate = RateLimit(args.rate)
     if args.stdout:
-        for _key, value in scenario.run_encoded(clock):
+        for _key, value in events:
             sys.stdout.write(value.decode() + "\n")
             rate.tick()
         sys.stdout.flush()
@@ -318,7 +332,7 @@ def _main(args: argparse.Namespace) -> int:
         sender.start()
         previous = signal.signal(signal.SIGTERM, _interrupt)  # stop as Ctrl-C does: flush
         try:
-            count = sender.run(scenario.run_encoded(clock), rate)
+            count = sender.run(events, rate)
         except KeyboardInterrupt:
             count = sender.count
             print(f"simulate: stopped after {count} events; flushing", file=sys.stderr)

@@ -52,6 +52,9 @@ class HarnessConfig:
     for_overrides: Mapping[str, str] = field(default_factory=dict)   # alertname -> for
     rule_files: tuple[Path, ...] = RULE_FILES
     binary: str = "prometheus"
+    # job name -> local targets: scrape the shipped prometheus.yml's jobs of these names, with
+    # their targets replaced by these (its other jobs are left out).
+    shipped_jobs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.target != "self" and not re.fullmatch(r"[\w.\-\[\]:]+:\d+", self.target):
@@ -71,6 +74,20 @@ def rules_with_for_overrides(rules_text: str, overrides: Mapping[str, str]) -> s
             if rule.get("alert") in overrides:
                 rule["for"] = overrides[rule["alert"]]
     return yaml.safe_dump(document, sort_keys=False)
+
+
+def shipped_scrape_configs(local_targets: Mapping[str, tuple[str, ...]]) -> list[dict]:
+    """The shipped prometheus.yml's scrape jobs named in `local_targets`, each scraping those
+    targets instead of its own (the compose stack's host names do not resolve here)."""
+    shipped = yaml.safe_load((REPO / "dashboards" / "prometheus" / "prometheus.yml").read_text())
+    jobs = {job["job_name"]: job for job in shipped["scrape_configs"]}
+    missing = set(local_targets) - set(jobs)
+    if missing:
+        raise HarnessError(f"prometheus.yml has no scrape job {sorted(missing)}")
+    return [{**{k: v for k, v in jobs[name].items() if not k.endswith("_sd_configs")
+                and k != "static_configs"},
+             "static_configs": [{"targets": list(targets)}]}
+            for name, targets in local_targets.items()]
 
 
 def free_port() -> int:
@@ -122,6 +139,8 @@ class PrometheusHarness:
             "scrape_configs": [{"job_name": SCRAPE_JOB,
                                 "static_configs": [{"targets": [target]}]}],
         }
+        if self.config.shipped_jobs:
+            config["scrape_configs"] = shipped_scrape_configs(self.config.shipped_jobs)
         path = self.workdir / "prometheus.yml"
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         return path

@@ -26,7 +26,8 @@ PYSPARK_JARS = Path(__import__("pyspark").__file__).parent / "jars"
 JOB_COMMAND = ["run", "--bootstrap-servers", "kafka:9092", "--topic", "rebalance.events",
                "--checkpoint", "/data/checkpoint", "--metrics-host", "0.0.0.0", "--source", "kafka"]
 SIMULATOR_COMMAND = ["simulate", "--bootstrap-servers", "kafka:9092",
-                     "--scenario", "multi-topic-skew", "--realtime"]
+                     "--scenario", "multi-topic-skew", "--realtime", "--source", "simulator",
+                     "--metrics-port", "9111"]
 
 
 def dockerfile_arg(name: str) -> str:
@@ -100,8 +101,13 @@ def test_bind_mounted_paths_exist_and_match_the_configs_inside():
 def test_prometheus_scrapes_the_job_service_and_alerts_to_alertmanager():
     config = yaml.safe_load((REPO / "dashboards" / "prometheus" / "prometheus.yml").read_text())
     targets = {job["job_name"]: job["static_configs"][0]["targets"]
-               for job in config["scrape_configs"]}
+               for job in config["scrape_configs"] if "static_configs" in job}
     assert targets["rebalance-monitor"] == ["rebalance-monitor:9108"]
+    assert targets["rebalance-simulator"] == ["simulator:9111"]
+    for job in config["scrape_configs"]:
+        for sd in job.get("file_sd_configs", ()):
+            for name in sd["files"]:
+                assert yaml.safe_load((REPO / "dashboards" / "prometheus" / name).read_text()) == []
     assert SERVICES["rebalance-monitor"]["hostname"] == "rebalance-monitor"
     (alertmanager,) = config["alerting"]["alertmanagers"]
     assert alertmanager["static_configs"][0]["targets"] == ["alertmanager:9093"]
