@@ -344,6 +344,11 @@ def count_unflushed(stats, topic: str, left: int) -> None:
         log.warning("%d record(s) to %s undelivered when the producer closed", left, topic)
 
 
+def stamped(event: dict, source: str) -> dict:
+    """The event naming its producer (docs/events.md, source)."""
+    return {"source": source, **event}
+
+
 def add_metrics_arguments(parser, what: str) -> None:
     parser.add_argument(
         "--metrics-port", type=int, default=None, metavar="PORT",

@@ -42,6 +42,7 @@ from producers.health import (
     error_cause,
     poll_until_stopped,
     serve_metrics,
+    stamped,
 )
 from streaming.delivery import DeliveryStats, Outbox, Record, RetryPolicy
 from streaming.exporter.health import DeliveryCollector
@@ -305,6 +306,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stdout", action="store_true", help="print events instead")
     add_metrics_arguments(parser, "poll health (rebalance_observer_*) and event delivery "
                                   "(rebalance_monitor_produce_*)")
+    parser.add_argument("--source", default=None, metavar="NAME",
+                        help="this observer's name in its events; the job shows a source that "
+                             "goes silent and keeps its groups stale (default: observe-kafka@ "
+                             "the first --bootstrap-servers address)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -324,6 +329,7 @@ def main(args: argparse.Namespace) -> int:
         serve_metrics(getattr(args, "metrics_port", None),
                       getattr(args, "metrics_host", "0.0.0.0"),
                       *([health] if outbox is None else [health, DeliveryCollector(outbox.stats)]))
+        args.source = args.source or f"observe-kafka@{args.bootstrap_servers.split(',')[0].strip()}"
         return run(args, observer, outbox)
     finally:
         kafka_log.setLevel(kafka_level)
@@ -333,10 +339,11 @@ def run(args: argparse.Namespace, observer: KafkaGroupObserver, outbox: Outbox |
     """Poll every args.interval until SIGTERM or Ctrl-C (or once); then close and flush."""
     health = observer.health
     said: dict[str, tuple] = {}
+    source = getattr(args, "source", None) or "observe-kafka"
 
     def poll_once() -> None:
         results = observer.poll()
-        events = sum(_publish(result, outbox, args.topic, said) for result in results)
+        events = sum(_publish(result, outbox, args.topic, said, source) for result in results)
         members = sum(e["type"] == "heartbeat" for r in results for e in r.events)
         health.succeeded(groups=observer.groups_seen, members=members, events=events)
 
@@ -358,7 +365,7 @@ def _outbox(bootstrap_servers: str) -> Outbox:
 
 
 def _publish(result: Translation, outbox: Outbox | None, topic: str,
-             said: dict[str, tuple]) -> int:
+             said: dict[str, tuple], source: str) -> int:
     """Send (or print) a group's events; its warnings and summary are said when they change."""
     beats = sum(e["type"] == "heartbeat" for e in result.events)
     summary = (f"observe-kafka: group {result.group}: {beats} members, topics "
@@ -371,7 +378,7 @@ def _publish(result: Translation, outbox: Outbox | None, topic: str,
         if summary:
             print(summary, file=sys.stderr)
     for event in result.events:
-        value = json.dumps(event, separators=(",", ":"))
+        value = json.dumps(stamped(event, source), separators=(",", ":"))
         if outbox is None:
             print(value)
         else:

@@ -21,7 +21,7 @@ import os
 import re
 import sys
 
-from producers.health import PollHealth, poll_until_stopped, serve_metrics
+from producers.health import PollHealth, poll_until_stopped, serve_metrics, stamped
 from producers.rocketmq.admin import RocketMQAdmin
 from producers.rocketmq.bridge import STRATEGIES
 from producers.rocketmq.observer import ObserverOptions, RocketMQObserver
@@ -67,6 +67,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--metrics-host", default="0.0.0.0")
     add("--kafka-option", action="append", default=[], metavar="KEY=VALUE",
         help="a librdkafka setting for the events producer, e.g. security.protocol=SASL_SSL")
+    add("--source", default=None, metavar="NAME",
+        help="this bridge's name in its events; the job shows a source that goes silent and "
+             "keeps its groups stale (default: observe-rocketmq@ the first --namesrv address)")
 
 
 class NameServerUnreachable(Exception):
@@ -83,6 +86,7 @@ def main(args: argparse.Namespace) -> int:
     signer = AclSigner(args.access_key, args.secret_key) if args.access_key and args.secret_key else None
     client = RemotingClient(signer)
     admin = RocketMQAdmin(client, [a for a in args.namesrv.split(";") if a.strip()], args.timeout)
+    source = args.source or f"observe-rocketmq@{args.namesrv.split(';')[0].strip()}"
     health = PollHealth("observe-rocketmq poll", logger=log)
     observer = RocketMQObserver(admin, _options(args), health.calls)
     outbox = None if args.stdout else _outbox(args)
@@ -93,7 +97,7 @@ def main(args: argparse.Namespace) -> int:
     def poll_once() -> None:
         events = observer.poll()
         for event in events:
-            _publish(event, outbox, args.topic)
+            _publish(stamped(event, source), outbox, args.topic)
             _say_assumed_strategy(event, assumed)
         if not observer.namesrv_answered:
             raise NameServerUnreachable(f"no answer from {args.namesrv}; went on with the "

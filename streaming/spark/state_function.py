@@ -54,9 +54,35 @@ REFRESH_CACHE_GROUPS = 65_536
 WORKER_GC_THRESHOLDS = (50_000, 20, 10)
 
 
+class ReportedSources:
+    """Per Python worker: the source this worker last reported for each group, and when (event
+    time). A group's source rarely changes, so a counts row names a group when this worker has
+    not reported it with that source within `again_ms`, instead of every group in every
+    batch. Reporting again bounds what a lost report costs: one from a batch that failed
+    before the driver read it (the query restarts, the workers stay)."""
+
+    def __init__(self, max_groups: int = 262_144, again_ms: int = 300_000) -> None:
+        self._by_group: OrderedDict[GroupKey, tuple[str, int]] = OrderedDict()
+        self._max_groups = max_groups
+        self._again_ms = again_ms
+
+    def is_news(self, key: GroupKey, source: str, ts: int) -> bool:
+        reported = self._by_group.get(key)
+        if reported is not None and reported[0] == source and ts < reported[1] + self._again_ms:
+            return False
+        self._by_group[key] = (source, ts)
+        self._by_group.move_to_end(key)
+        if len(self._by_group) > self._max_groups:
+            self._by_group.popitem(last=False)
+        return True
+
+
+_REPORTED = ReportedSources()
+
+
 class Counts:
     """Valid events by type, invalid ones by reason, and the newest valid event time, for the
-    shard's one counts row."""
+    shard's one counts row; per source its newest event time and its groups' news."""
 
     def __init__(self) -> None:
         self.valid, self.invalid = Counter(), Counter()
@@ -65,7 +91,8 @@ class Counts:
 
     def saw(self, source: str, key: GroupKey, ts: int) -> None:
         newest, groups = self.sources.get(source, (0, set()))
-        groups.add(key)
+        if _REPORTED.is_news(key, source, ts):
+            groups.add(key)
         self.sources[source] = (max(newest, ts), groups)
 
     def to_json(self) -> bytes:

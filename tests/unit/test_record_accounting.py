@@ -6,13 +6,14 @@ import json
 import pandas as pd
 import pytest
 
-from streaming.core.contract import ShardCounts
+from streaming.core.contract import GroupKey, ShardCounts
 from streaming.core.step import StepConfig
 from streaming.spark.state_function import (
     COUNTS,
     DEAD_LETTER,
     METRICS,
     ROUTED_COLUMNS,
+    ReportedSources,
     make_state_function,
 )
 from tests.unit.test_shard_state import SparkKeyState
@@ -69,3 +70,11 @@ def test_an_event_ahead_of_its_arrival_by_more_than_the_skew_is_dead_lettered():
     assert [(row[3], row[4]) for row in out if row[2] == DEAD_LETTER] == [
         ("future_timestamp", late_clock)]
     assert counts(out).events == {"heartbeat": 1}
+
+
+def test_a_worker_names_a_groups_source_when_new_changed_or_five_minutes_on():
+    reported = ReportedSources(again_ms=300_000)
+    key = GroupKey("rocketmq", "g")
+    assert [reported.is_news(key, source, ts) for source, ts in [
+        ("a", TS), ("a", TS + 1_000), ("b", TS + 2_000), ("b", TS + 301_999),
+        ("b", TS + 302_000)]] == [True, False, True, False, True]
