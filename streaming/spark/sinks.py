@@ -62,7 +62,6 @@ class JobCounters:
         file.write(json.dumps(self.__dict__))
 
 
-
 def counters_path(checkpoint: str) -> str:
     """Where the counters live: beside Spark's offsets and state, on the same filesystem."""
     return checkpoint_child(checkpoint, "monitor", "counters.json")
@@ -167,8 +166,7 @@ class BatchSink:
         kind, key = row.kind, GroupKey(row.system, row.group)
         payload = bytes(row.payload) if row.payload is not None else b""
         if kind in (METRICS, REMOVED):
-            shown = self._store.group(key)
-            if not self._liveness.hold(key, kind, payload, shown and shown.to_json()):
+            if not self._liveness.hold(key, kind, payload, lambda: self._shown(key)):
                 self._apply_group_row(key, kind, payload)
         elif kind == FINDING:
             record = FindingRecord.from_json(payload)
@@ -183,6 +181,10 @@ class BatchSink:
         elif kind == DEAD_LETTER and count:
             reason = (REASON_HEADER, (row.reason or "").encode())
             self._send(Record(self._dead_letter_topic, payload, headers=(reason,), cuttable=True))
+
+    def _shown(self, key: GroupKey) -> bytes | None:
+        shown = self._store.group(key)
+        return None if shown is None else shown.to_json()
 
     def _apply_group_row(self, key: GroupKey, kind: str, payload: bytes) -> None:
         if kind == METRICS:

@@ -14,7 +14,7 @@ follows its events as before.
     >>> key = GroupKey("rocketmq", "g")
     >>> liveness.observe({"a": [1_000, [list(key)]], "b": [1_000, [["rocketmq", "h"]]]})
     >>> liveness.observe({"b": [40_000, []]})
-    >>> liveness.silent_sources(), liveness.hold(key, "removed", b"", shown=None)
+    >>> liveness.silent_sources(), liveness.hold(key, "removed", b"", shown=lambda: None)
     (['a'], True)
     >>> liveness.stale_groups()
     {GroupKey(system='rocketmq', group='g'): 'a'}
@@ -26,7 +26,7 @@ follows its events as before.
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from streaming.core.contract import GroupKey
@@ -77,13 +77,16 @@ class SourceLiveness:
         frozen = self.frozen.get(key)
         return frozen.source if frozen is not None else self.group_source.get(key)
 
-    def hold(self, key: GroupKey, kind: str, payload: bytes, shown: bytes | None) -> bool:
-        """Whether the core's row for the group must wait: its source is silent. `shown` is what
-        the group shows now, kept as it is from the first row held."""
+    def hold(self, key: GroupKey, kind: str, payload: bytes,
+             shown: Callable[[], bytes | None]) -> bool:
+        """Whether the core's row for the group must wait: its source is silent. `shown()` is
+        what the group shows now, kept as it is from the first row held."""
         source = self.source_of(key)
         if source is None or not self.is_silent(source):
             return False
-        frozen = self.frozen.setdefault(key, Frozen(source, shown))
+        frozen = self.frozen.get(key)
+        if frozen is None:
+            frozen = self.frozen[key] = Frozen(source, shown())
         frozen.pending = (kind, payload)
         return True
 
@@ -96,8 +99,8 @@ class SourceLiveness:
 
     def stale_groups(self) -> dict[GroupKey, str]:
         """Every group of a silent source, held or not, with its source."""
-        stale = {key: source for key, source in self.group_source.items()
-                 if self.is_silent(source)}
+        silent = set(self.silent_sources())
+        stale = {key: source for key, source in self.group_source.items() if source in silent}
         stale.update((key, frozen.source) for key, frozen in self.frozen.items())
         return stale
 
