@@ -344,9 +344,9 @@ def count_unflushed(stats, topic: str, left: int) -> None:
         log.warning("%d record(s) to %s undelivered when the producer closed", left, topic)
 
 
-def stamped(event: dict, source: str) -> dict:
-    """The event naming its producer (docs/events.md, source)."""
-    return {"source": source, **event}
+def stamped(event: dict, cluster: str) -> dict:
+    """The event naming the cluster it describes (docs/events.md, cluster)."""
+    return {"cluster": cluster, **event}
 
 
 def add_metrics_arguments(parser, what: str) -> None:

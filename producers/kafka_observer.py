@@ -306,8 +306,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stdout", action="store_true", help="print events instead")
     add_metrics_arguments(parser, "poll health (rebalance_observer_*) and event delivery "
                                   "(rebalance_monitor_produce_*)")
-    parser.add_argument("--source", default=None, metavar="NAME",
-                        help="this observer's name in its events; the job shows a source that "
+    parser.add_argument("--cluster", default=None, metavar="NAME",
+                        help="the observed cluster's name in the events; the job shows a cluster that "
                              "goes silent and keeps its groups stale (default: observe-kafka@ "
                              "the first --bootstrap-servers address)")
 
@@ -329,7 +329,7 @@ def main(args: argparse.Namespace) -> int:
         serve_metrics(getattr(args, "metrics_port", None),
                       getattr(args, "metrics_host", "0.0.0.0"),
                       *([health] if outbox is None else [health, DeliveryCollector(outbox.stats)]))
-        args.source = args.source or f"observe-kafka@{args.bootstrap_servers.split(',')[0].strip()}"
+        args.cluster = args.cluster or f"observe-kafka@{args.bootstrap_servers.split(',')[0].strip()}"
         return run(args, observer, outbox)
     finally:
         kafka_log.setLevel(kafka_level)
@@ -339,11 +339,11 @@ def run(args: argparse.Namespace, observer: KafkaGroupObserver, outbox: Outbox |
     """Poll every args.interval until SIGTERM or Ctrl-C (or once); then close and flush."""
     health = observer.health
     said: dict[str, tuple] = {}
-    source = getattr(args, "source", None) or "observe-kafka"
+    cluster = getattr(args, "cluster", None) or "observe-kafka"
 
     def poll_once() -> None:
         results = observer.poll()
-        events = sum(_publish(result, outbox, args.topic, said, source) for result in results)
+        events = sum(_publish(result, outbox, args.topic, said, cluster) for result in results)
         members = sum(e["type"] == "heartbeat" for r in results for e in r.events)
         health.succeeded(groups=observer.groups_seen, members=members, events=events)
 
@@ -365,7 +365,7 @@ def _outbox(bootstrap_servers: str) -> Outbox:
 
 
 def _publish(result: Translation, outbox: Outbox | None, topic: str,
-             said: dict[str, tuple], source: str) -> int:
+             said: dict[str, tuple], cluster: str) -> int:
     """Send (or print) a group's events; its warnings and summary are said when they change."""
     beats = sum(e["type"] == "heartbeat" for e in result.events)
     summary = (f"observe-kafka: group {result.group}: {beats} members, topics "
@@ -378,7 +378,7 @@ def _publish(result: Translation, outbox: Outbox | None, topic: str,
         if summary:
             print(summary, file=sys.stderr)
     for event in result.events:
-        value = json.dumps(stamped(event, source), separators=(",", ":"))
+        value = json.dumps(stamped(event, cluster), separators=(",", ":"))
         if outbox is None:
             print(value)
         else:

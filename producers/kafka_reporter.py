@@ -5,7 +5,8 @@ confluent-kafka, a few lines added to an existing consumer:
     from producers.kafka_reporter import RebalanceReporter
 
     reporter = RebalanceReporter({"bootstrap.servers": "monitor-kafka:9092"},
-                                 "rebalance.events", group="orders", assignor="range")
+                                 "rebalance.events", group="orders", assignor="range",
+                                 cluster="kafka-prod-1")   # the cluster, in every reporter of it
     consumer = Consumer({"bootstrap.servers": ..., "group.id": "orders",
                          "partition.assignment.strategy": "range"})
     consumer.subscribe(["A", "B"], **reporter.hooks(consumer, ["A", "B"]))
@@ -56,7 +57,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 
-from producers.health import StateLog, count_unflushed, error_cause
+from producers.health import StateLog, count_unflushed, error_cause, stamped
 from streaming.delivery import DeliveryStats, Outbox, Record, RetryPolicy
 
 log = logging.getLogger("rebalance_monitor.reporter")
@@ -68,7 +69,7 @@ class RebalanceReporter:
     def __init__(self, producer_conf: Mapping | None, events_topic: str, group: str,
                  assignor: str, *, producer=None, interval_s: float = 10.0,
                  group_instance_id: str | None = None, address: str | None = None,
-                 client_id: str | None = None,
+                 client_id: str | None = None, cluster: str | None = None,
                  clock: Callable[[], float] = time.time,
                  stats: DeliveryStats | None = None) -> None:
         if producer is None and producer_conf is None:
@@ -84,6 +85,8 @@ class RebalanceReporter:
         self.owned: set[tuple[str, int]] = set()
         self.member_id: str | None = None
         self.client_id = client_id  # overrides the member id (e.g. for a manual assign())
+        # The Kafka cluster's name in the events: the same in every reporter of one cluster.
+        self.cluster = cluster
         self.generation: int | None = None
         self._member_of: Callable[[], str | None] = lambda: None
         self._generation_of: Callable[[], int | None] = lambda: None
@@ -209,6 +212,8 @@ class RebalanceReporter:
         return DeliveryCollector(self.stats)
 
     def _send(self, event: dict) -> None:
+        if self.cluster is not None:
+            event = stamped(event, self.cluster)
         try:
             self.outbox.send(Record(self.events_topic,
                                     json.dumps(event, separators=(",", ":")).encode(),

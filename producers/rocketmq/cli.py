@@ -67,8 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--metrics-host", default="0.0.0.0")
     add("--kafka-option", action="append", default=[], metavar="KEY=VALUE",
         help="a librdkafka setting for the events producer, e.g. security.protocol=SASL_SSL")
-    add("--source", default=None, metavar="NAME",
-        help="this bridge's name in its events; the job shows a source that goes silent and "
+    add("--cluster", default=None, metavar="NAME",
+        help="the cluster's name in the events; the job shows a cluster that goes silent and "
              "keeps its groups stale (default: observe-rocketmq@ the first --namesrv address)")
 
 
@@ -86,7 +86,7 @@ def main(args: argparse.Namespace) -> int:
     signer = AclSigner(args.access_key, args.secret_key) if args.access_key and args.secret_key else None
     client = RemotingClient(signer)
     admin = RocketMQAdmin(client, [a for a in args.namesrv.split(";") if a.strip()], args.timeout)
-    source = args.source or f"observe-rocketmq@{args.namesrv.split(';')[0].strip()}"
+    cluster = args.cluster or f"observe-rocketmq@{args.namesrv.split(';')[0].strip()}"
     health = PollHealth("observe-rocketmq poll", logger=log)
     observer = RocketMQObserver(admin, _options(args), health.calls)
     outbox = None if args.stdout else _outbox(args)
@@ -97,7 +97,7 @@ def main(args: argparse.Namespace) -> int:
     def poll_once() -> None:
         events = observer.poll()
         for event in events:
-            _publish(stamped(event, source), outbox, args.topic)
+            _publish(stamped(event, cluster), outbox, args.topic)
             _say_assumed_strategy(event, assumed)
         if not observer.namesrv_answered:
             raise NameServerUnreachable(f"no answer from {args.namesrv}; went on with the "

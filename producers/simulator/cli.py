@@ -78,8 +78,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     steady.add_argument("--queues", type=int, default=8, help="queues per topic")
     steady.add_argument("--brokers", type=int, default=2)
     parser.add_argument("--rate", type=float, help="at most N events per wall-clock second")
-    parser.add_argument("--source", default=None, metavar="NAME",
-                        help="the producer's name in every event (docs/events.md, source); "
+    parser.add_argument("--cluster", default=None, metavar="NAME",
+                        help="the simulated cluster's name in every event (docs/events.md, cluster); "
                              "default: none, which the job reads as \"default\"")
     parser.add_argument("--print-ground-truth", action="store_true")
     parser.add_argument("--stdout", action="store_true", help="print events instead of producing")
@@ -297,12 +297,12 @@ def main(args: argparse.Namespace) -> int:
         return 0
 
 
-def with_source(events, source: str | None):
-    """The encoded events, each naming `source` first (unchanged when it is None)."""
-    if source is None:
+def with_cluster(events, cluster: str | None):
+    """The encoded events, each naming `cluster` first (unchanged when it is None)."""
+    if cluster is None:
         yield from events
         return
-    prefix = b'{"source":' + json.dumps(source).encode() + b","
+    prefix = b'{"cluster":' + json.dumps(cluster).encode() + b","
     for key, value in events:
         yield key, prefix + value[1:]
 
@@ -310,7 +310,7 @@ def with_source(events, source: str | None):
 def _main(args: argparse.Namespace) -> int:
     scenario = build_scenario(args)
     clock = (RealtimeClock(args.speed) if args.realtime else FastClock(args.epoch_ms))
-    events = with_source(scenario.run_encoded(clock), args.source)
+    events = with_cluster(scenario.run_encoded(clock), args.cluster)
     rate = RateLimit(args.rate)
     if args.stdout:
         for _key, value in events:

@@ -26,13 +26,18 @@ from typing import NamedTuple
 from streaming.core.state.events import Queue2
 from streaming.core.state.refresh import Refreshes
 
+# The cluster of events that name none (docs/events.md).
+DEFAULT_CLUSTER = "default"
+
 
 class GroupKey(NamedTuple):
-    """One consumer group of one system: the unit of state, of series and of removal. A Kafka
-    group and a RocketMQ group of the same name are two groups."""
+    """One consumer group of one system in one cluster (as its producers name it): the
+    unit of state, of series and of removal. A Kafka group and a RocketMQ group of the same
+    name are two groups, and so are two clusters' groups of the same name."""
 
     system: str
     group: str
+    cluster: str = DEFAULT_CLUSTER
 
 
 class FindingIdentity(NamedTuple):
@@ -63,17 +68,18 @@ class FindingRecord:
     address: str | None = None
     brokers: tuple[str, ...] = ()
     detail: Mapping | None = None
+    cluster: str = DEFAULT_CLUSTER
 
     @classmethod
     def of(cls, status: str, identity: FindingIdentity, key: GroupKey, since: int, at: int,
            detail: Mapping | None = None) -> FindingRecord:
         kind, topic, queue, clients, address, brokers = identity
         return cls(status, kind, key.group, key.system, topic, queue, tuple(clients), since, at,
-                   address, tuple(brokers), detail or None)
+                   address, tuple(brokers), detail or None, key.cluster)
 
     @property
     def key(self) -> GroupKey:
-        return GroupKey(self.system, self.group)
+        return GroupKey(self.system, self.group, self.cluster)
 
     @property
     def identity(self) -> FindingIdentity:
@@ -82,7 +88,7 @@ class FindingRecord:
 
     def to_json(self) -> bytes:
         out = {"status": self.status, "kind": self.kind, "group": self.group,
-               "system": self.system, "topic": self.topic,
+               "system": self.system, "cluster": self.cluster, "topic": self.topic,
                "queue": None if self.queue is None else list(self.queue),
                "clients": list(self.clients), "since": self.since, "at": self.at}
         if self.address is not None:
@@ -100,7 +106,8 @@ class FindingRecord:
         return cls(data["status"], data["kind"], data["group"], data["system"], data.get("topic"),
                    None if queue is None else (queue[0], queue[1]), tuple(data["clients"]),
                    data["since"], data["at"], data.get("address"),
-                   tuple(data.get("brokers") or ()), data.get("detail"))
+                   tuple(data.get("brokers") or ()), data.get("detail"),
+                   data.get("cluster", DEFAULT_CLUSTER))
 
 
 @dataclass(frozen=True)
@@ -128,10 +135,11 @@ class GroupMetrics:
     queue_moves_total: int
     late_events_total: int
     client_queues: Mapping[str, int] = field(default_factory=dict)
+    cluster: str = DEFAULT_CLUSTER
 
     @property
     def key(self) -> GroupKey:
-        return GroupKey(self.system, self.group)
+        return GroupKey(self.system, self.group, self.cluster)
 
     def to_json(self) -> bytes:
         return json.dumps(self.__dict__).encode()
@@ -146,13 +154,12 @@ class ShardCounts:
     """One shard's share of a micro-batch, for the job's own counters: valid events by type,
     rejected ones by reason, and the newest valid event time (0: none). The event time is here
     because a group whose events were kept for its next step emits no metrics that batch. Per
-    source (the producer named in the events), its newest event time and the groups it wrote."""
+    cluster (as the events name it), its newest event time."""
 
     events: Mapping[str, int]
     invalid: Mapping[str, int]
     event_time_ms: int = 0
-    # source -> [its newest valid event time, its groups ([system, group]) with events here]
-    sources: Mapping[str, list] = field(default_factory=dict)
+    clusters: Mapping[str, int] = field(default_factory=dict)   # cluster -> newest event time
 
     def to_json(self) -> bytes:
         return json.dumps(self.__dict__).encode()

@@ -25,7 +25,7 @@ from prometheus_client.registry import Collector
 
 from streaming.core.contract import FindingRecord, GroupKey, GroupMetrics
 
-GROUP_LABELS = ["system", "group"]
+GROUP_LABELS = ["system", "group", "cluster"]
 
 # (metric name, help, value of a GroupMetrics). Each is one gauge per group.
 GROUP_GAUGES = (
@@ -84,8 +84,8 @@ class JobHealth:
     source_records_total: int = 0
     rows_dropped_by_watermark_total: int = 0
     unaccounted_records_total: int = 0
-    sources: dict[str, tuple[int, bool]] = field(default_factory=dict)   # newest ms, silent
-    stale_groups: dict[GroupKey, str] = field(default_factory=dict)      # group -> its source
+    clusters: dict[str, tuple[int, bool]] = field(default_factory=dict)   # newest ms, silent
+    stale_groups: list[GroupKey] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -141,6 +141,10 @@ class SnapshotStore:
     def recent_findings(self, limit: int = 20) -> list[FindingRecord]:
         with self._lock:
             return list(self._recent_findings)[-limit:]
+
+    def group_keys(self) -> list[GroupKey]:
+        with self._lock:
+            return list(self._groups)
 
     def group(self, key: GroupKey) -> GroupMetrics | None:
         with self._lock:
@@ -254,7 +258,7 @@ class JobHealthCollector(Collector):
             "rebalance_monitor_unaccounted_records",
             "Records read that were neither applied nor dead-lettered, summed over batches "
             "(must stay 0).", value=health.unaccounted_records_total)
-        yield from _source_families(health)
+        yield from _cluster_families(health)
         yield GaugeMetricFamily("rebalance_monitor_batch_duration_seconds",
                                 "Wall time of the last micro-batch (Spark's triggerExecution).",
                                 value=health.batch_duration_seconds)
@@ -270,24 +274,24 @@ class JobHealthCollector(Collector):
                                 value=self._store.group_count())
 
 
-def _source_families(health: JobHealth) -> Iterator[Metric]:
+def _cluster_families(health: JobHealth) -> Iterator[Metric]:
     newest = GaugeMetricFamily(
-        "rebalance_source_last_event_time_seconds",
-        "Newest event time written by each source (the producer named in the events).",
-        labels=["source"])
+        "rebalance_cluster_last_event_time_seconds",
+        "Newest event time of each cluster (as its producers name it in the events).",
+        labels=["cluster"])
     silent = GaugeMetricFamily(
-        "rebalance_source_silent",
-        "1 when a source has written nothing for --source-silence-ms of the job's event time.",
-        labels=["source"])
-    for source, (newest_ms, is_silent) in sorted(health.sources.items()):
-        newest.add_metric([source], newest_ms / 1000.0)
-        silent.add_metric([source], 1.0 if is_silent else 0.0)
+        "rebalance_cluster_silent",
+        "1 when a cluster has written nothing for --cluster-silence-ms of the job's event time.",
+        labels=["cluster"])
+    for cluster, (newest_ms, is_silent) in sorted(health.clusters.items()):
+        newest.add_metric([cluster], newest_ms / 1000.0)
+        silent.add_metric([cluster], 1.0 if is_silent else 0.0)
     stale = GaugeMetricFamily(
         "rebalance_group_stale",
-        "1 for each group whose source is silent: it shows its state from before the silence.",
-        labels=[*GROUP_LABELS, "source"])
-    for key, source in sorted(health.stale_groups.items()):
-        stale.add_metric([*key, source], 1.0)
+        "1 for each group whose cluster is silent: it shows its state from before the silence.",
+        labels=GROUP_LABELS)
+    for key in health.stale_groups:
+        stale.add_metric(list(key), 1.0)
     yield from (newest, silent, stale)
 
 

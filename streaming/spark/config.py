@@ -167,11 +167,14 @@ class JobConfig:
     max_event_bytes: int = option(
         "events larger than this go to the dead-letter topic as oversized", _positive,
         default=1 << 20, metavar="BYTES")
-    source_silence_ms: int = option(
-        "a source (the producer named in the events) that writes nothing for this long of "
+    cluster_silence_ms: int = option(
+        "a cluster (as the events name it) whose producers write nothing for this long of "
         "the job's event time is silent: its groups are kept as they were and marked stale; "
         "keep it above the producers' interval and below the session timeouts",
         _positive, default=30_000, metavar="MS")
+    cluster_forget_ms: int = option(
+        "a cluster silent this long is retired: its groups take the state the core gives them "
+        "(expired) and it is no longer shown", _positive, default=86_400_000, metavar="MS")
     max_clock_skew_ms: int = option(
         "events stamped further ahead of their Kafka timestamp go to the dead-letter topic as "
         "future_timestamp (a producer's clock is wrong); they never move the watermark",

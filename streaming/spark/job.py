@@ -106,8 +106,8 @@ def restore_snapshots(spark: SparkSession, checkpoint: str, store: SnapshotStore
     restored = 0
     for row in rows:
         shard = row["value"]["groupState"]["blob"]
-        for entry in decode_shard(bytes(shard)).values() if shard is not None else ():
-            store.replace_group(metrics_of(entry.blob))
+        for key, entry in decode_shard(bytes(shard)).items() if shard is not None else ():
+            store.replace_group(replace(metrics_of(entry.blob), cluster=key.cluster))
             restored += 1
     return restored
 
@@ -216,7 +216,8 @@ class Monitor:
         self._sink = BatchSink(self.store, counters, make_outbox(self.config, self.delivery),
                                self.config.findings_topic, self.config.dead_letter_topic,
                                after_batch=self.prerender.changed,
-                               source_silence_ms=self.config.source_silence_ms)
+                               cluster_silence_ms=self.config.cluster_silence_ms,
+                               cluster_forget_ms=self.config.cluster_forget_ms)
         self.prerender.start().changed()   # the groups restored from the checkpoint
         self.metrics.start()
         self.source_probe.start()

@@ -14,11 +14,12 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from streaming.core.contract import DEFAULT_CLUSTER
+
 # No real group can be named this: the contract rejects control characters in names.
 UNROUTABLE_KEY = "\u0000unroutable"
-# What the contract assumes when an event names no system, or no source (docs/events.md).
+# What the contract assumes when an event names no system (docs/events.md).
 DEFAULT_SYSTEM = "rocketmq"
-DEFAULT_SOURCE = "default"
 
 ENVELOPE_SCHEMA = T.StructType([
     T.StructField("type", T.StringType()),
@@ -26,7 +27,7 @@ ENVELOPE_SCHEMA = T.StructType([
     T.StructField("ts", T.StringType()),     # epoch ms or ISO-8601; numbers arrive as their text
     T.StructField("group", T.StringType()),
     T.StructField("groups", T.ArrayType(T.StringType())),
-    T.StructField("source", T.StringType()),
+    T.StructField("cluster", T.StringType()),
 ])
 
 # Event times further back than this from the record's own Kafka timestamp do not move the
@@ -38,11 +39,11 @@ WATERMARK_TRUST_WINDOW_MS = 24 * 3600 * 1000
 def route_events(records: DataFrame, max_event_bytes: int, shards: int,
                  max_clock_skew_ms: int) -> DataFrame:
     """key/value/topic/partition/offset/timestamp -> shard, system, group, event_time, offset,
-    value, arrival_ms, copy, source. Unroutable records get UNROUTABLE_KEY as both system and group.
+    value, arrival_ms, copy, cluster. Unroutable records get UNROUTABLE_KEY as both system and group.
     The shard (the state's key) is a hash of (system, group) in [0, shards): xxhash64, Spark's
     own, so it is the same on every executor and version. A route naming several groups becomes
     one row per group; `copy` is 0 on the first, so each record is counted (or dead-lettered)
-    once. `arrival_ms` is the record's Kafka timestamp; `source` the producer that wrote it."""
+    once. `arrival_ms` is the record's Kafka timestamp; `cluster` the cluster its producer names."""
     envelope = F.from_json(F.col("value").cast("string"), ENVELOPE_SCHEMA)
     enriched = records.select(
         F.col("value"), F.col("offset"), F.col("timestamp").alias("kafka_ts"),
@@ -65,11 +66,11 @@ def route_events(records: DataFrame, max_event_bytes: int, shards: int,
         F.col("offset"),
         F.col("value"),
         F.unix_millis(F.col("kafka_ts")).alias("arrival_ms"),
-        F.coalesce(F.col("env.source"), F.lit(DEFAULT_SOURCE)).alias("source"),
+        F.coalesce(F.col("env.cluster"), F.lit(DEFAULT_CLUSTER)).alias("cluster"),
     ).select(F.when(F.col("group").isNull(), F.lit(UNROUTABLE_KEY)).otherwise(F.col("system"))
              .alias("system"),
              F.coalesce(F.col("group"), F.lit(UNROUTABLE_KEY)).alias("group"),
-             "event_time", "offset", "value", "arrival_ms", "copy", "source",
+             "event_time", "offset", "value", "arrival_ms", "copy", "cluster",
              ).withColumn("shard", F.pmod(F.xxhash64("system", "group"), F.lit(shards)).cast("int"))
 
 

@@ -25,7 +25,7 @@ from streaming.core.contract import FindingRecord, GroupKey, GroupMetrics, Shard
 from streaming.delivery import Delivery, Outbox, Record
 from streaming.exporter import SnapshotStore
 from streaming.spark.checkpoint_files import TextFile, checkpoint_child
-from streaming.spark.staleness import SourceLiveness
+from streaming.spark.staleness import ClusterLiveness
 from streaming.spark.state_function import COUNTS, DEAD_LETTER, FINDING, METRICS, REMOVED
 
 log = logging.getLogger(__name__)
@@ -37,7 +37,7 @@ REASON_HEADER = "rebalance-monitor-reason"
 class JobCounters:
     """The job's counters, saved in the checkpoint. `events` and `invalid` count records, once
     each (a route naming several groups is one record); `batch_id` is the last batch they hold.
-    The source's figures come from Spark's progress of each batch, up to `progress_batch_id`."""
+    The cluster's figures come from Spark's progress of each batch, up to `progress_batch_id`."""
 
     batch_id: int = -1
     events: Counter = field(default_factory=Counter)
@@ -47,7 +47,7 @@ class JobCounters:
     source_records: int = 0
     rows_dropped_by_watermark: int = 0
     unaccounted_records: int = 0
-    liveness: dict | None = None       # streaming.spark.staleness.SourceLiveness.to_json()
+    liveness: dict | None = None       # streaming.spark.staleness.ClusterLiveness.to_json()
 
     @classmethod
     def load(cls, file: TextFile) -> JobCounters:
@@ -73,7 +73,7 @@ class BatchSink:
     def __init__(self, store: SnapshotStore, counters_file: TextFile, outbox: Outbox,
                  findings_topic: str, dead_letter_topic: str, wait_s: float = 30.0,
                  after_batch: Callable[[], None] | None = None,
-                 source_silence_ms: int = 30_000) -> None:
+                 cluster_silence_ms: int = 30_000, cluster_forget_ms: int = 86_400_000) -> None:
         self._store = store
         self._after_batch = after_batch
         self._counters_file = counters_file
@@ -86,7 +86,8 @@ class BatchSink:
         # The sink runs on the query's thread, note_progress on the listener's.
         self._lock = threading.Lock()
         self._batch_records: dict[int, int] = {}
-        self._liveness = SourceLiveness.from_json(self._counters.liveness, source_silence_ms)
+        self._liveness = ClusterLiveness.from_json(self._counters.liveness, cluster_silence_ms,
+                                                  cluster_forget_ms)
         for frozen in self._liveness.frozen.values():   # a restart shows them as they were
             if frozen.shown is not None:
                 self._store.replace_group(GroupMetrics.from_json(frozen.shown))
@@ -157,23 +158,22 @@ class BatchSink:
         accounted.update(counts.invalid)
         self._counters.max_event_time_ms = max(self._counters.max_event_time_ms,
                                                counts.event_time_ms)
-        self._liveness.observe(counts.sources)
+        self._liveness.observe(counts.clusters)
         if count:
             self._counters.events.update(counts.events)
             self._counters.invalid.update(counts.invalid)
 
     def _apply_row(self, row, count: bool) -> None:
-        kind, key = row.kind, GroupKey(row.system, row.group)
+        kind, key = row.kind, GroupKey(row.system, row.group, row.cluster)
         payload = bytes(row.payload) if row.payload is not None else b""
         if kind in (METRICS, REMOVED):
             if not self._liveness.hold(key, kind, payload, lambda: self._shown(key)):
                 self._apply_group_row(key, kind, payload)
         elif kind == FINDING:
             record = FindingRecord.from_json(payload)
-            source = self._liveness.source_of(key)
-            if source is not None and self._liveness.is_silent(source):
-                # The core's view of a group whose producer is silent: said so in the record.
-                record = replace(record, detail={**(record.detail or {}), "source_silent": source})
+            if self._liveness.is_silent(key.cluster):
+                # The core's view of a group whose cluster is silent: said so in the record.
+                record = replace(record, detail={**(record.detail or {}), "cluster_silent": True})
                 payload = record.to_json()
             self._store.record_finding(record)
             if count:
@@ -206,8 +206,8 @@ class BatchSink:
                        source_records_total=counters.source_records,
                        rows_dropped_by_watermark_total=counters.rows_dropped_by_watermark,
                        unaccounted_records_total=counters.unaccounted_records,
-                       sources=self._liveness.sources_health(),
-                       stale_groups=self._liveness.stale_groups())
+                       clusters=self._liveness.clusters_health(),
+                       stale_groups=self._liveness.stale_groups(self._store.group_keys()))
         if finished_at is not None:
             changes["last_batch_timestamp_seconds"] = finished_at
         self._store.update_health(**changes)

@@ -17,11 +17,12 @@ from __future__ import annotations
 import gc
 from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pandas as pd
 
 from streaming.core.advance import advance
-from streaming.core.contract import GroupKey, ShardCounts, StepOutput
+from streaming.core.contract import DEFAULT_CLUSTER, GroupKey, ShardCounts, StepOutput
 from streaming.core.state.events import EventParser, Invalid
 from streaming.core.state.refresh import Refreshes
 from streaming.core.state.shard import (
@@ -35,10 +36,11 @@ from streaming.core.step import StepConfig, refreshes_of
 from streaming.spark.parse import UNROUTABLE_KEY
 
 STATE_SCHEMA = "blob binary"
-OUTPUT_SCHEMA = "system string, group string, kind string, reason string, payload binary"
-OUTPUT_COLUMNS = ["system", "group", "kind", "reason", "payload"]
+OUTPUT_SCHEMA = ("system string, group string, cluster string, kind string, reason string, "
+                 "payload binary")
+OUTPUT_COLUMNS = ["system", "group", "cluster", "kind", "reason", "payload"]
 # What the state function reads of each routed row (streaming.spark.parse.route_events).
-ROUTED_COLUMNS = ("system", "group", "value", "offset", "arrival_ms", "copy", "source")
+ROUTED_COLUMNS = ("system", "group", "cluster", "value", "offset", "arrival_ms", "copy")
 
 # One per Python worker process: workers are reused across tasks and micro-batches, so a client's
 # repeated heartbeat is fully parsed once per worker.
@@ -54,52 +56,22 @@ REFRESH_CACHE_GROUPS = 65_536
 WORKER_GC_THRESHOLDS = (50_000, 20, 10)
 
 
-class ReportedSources:
-    """Per Python worker: the source this worker last reported for each group, and when (event
-    time). A group's source rarely changes, so a counts row names a group when this worker has
-    not reported it with that source within `again_ms`, instead of every group in every
-    batch. Reporting again bounds what a lost report costs: one from a batch that failed
-    before the driver read it (the query restarts, the workers stay)."""
-
-    def __init__(self, max_groups: int = 262_144, again_ms: int = 300_000) -> None:
-        self._by_group: OrderedDict[GroupKey, tuple[str, int]] = OrderedDict()
-        self._max_groups = max_groups
-        self._again_ms = again_ms
-
-    def is_news(self, key: GroupKey, source: str, ts: int) -> bool:
-        reported = self._by_group.get(key)
-        if reported is not None and reported[0] == source and ts < reported[1] + self._again_ms:
-            return False
-        self._by_group[key] = (source, ts)
-        self._by_group.move_to_end(key)
-        if len(self._by_group) > self._max_groups:
-            self._by_group.popitem(last=False)
-        return True
-
-
-_REPORTED = ReportedSources()
-
-
 class Counts:
-    """Valid events by type, invalid ones by reason, and the newest valid event time, for the
-    shard's one counts row; per source its newest event time and its groups' news."""
+    """Valid events by type, invalid ones by reason, the newest valid event time and each
+    cluster's, for the shard's one counts row."""
 
     def __init__(self) -> None:
         self.valid, self.invalid = Counter(), Counter()
         self.event_time_ms = 0
-        self.sources: dict[str, tuple[int, set]] = {}
+        self.clusters: dict[str, int] = {}
 
-    def saw(self, source: str, key: GroupKey, ts: int) -> None:
-        newest, groups = self.sources.get(source, (0, set()))
-        if _REPORTED.is_news(key, source, ts):
-            groups.add(key)
-        self.sources[source] = (max(newest, ts), groups)
+    def saw(self, cluster: str, ts: int) -> None:
+        self.event_time_ms = max(self.event_time_ms, ts)
+        self.clusters[cluster] = max(self.clusters.get(cluster, 0), ts)
 
     def to_json(self) -> bytes:
-        sources = {source: [newest, sorted(map(list, groups))]
-                   for source, (newest, groups) in self.sources.items()}
         return ShardCounts(dict(self.valid), dict(self.invalid), self.event_time_ms,
-                           sources).to_json()
+                           self.clusters).to_json()
 
 
 class RefreshCache:
@@ -163,7 +135,7 @@ def make_state_function(config: StepConfig, max_event_bytes: int = 1 << 20,
                                 if k not in stepped and is_due(entry, watermark)):
             rows += _advance(group_key, entries, [], watermark, config)
         if arrived:
-            rows.append(("", str(key[0]), COUNTS, None, counts.to_json()))
+            rows.append(("", str(key[0]), "", COUNTS, None, counts.to_json()))
         _store(state, entries)
         yield _frame(rows)
 
@@ -187,12 +159,12 @@ def _tune_worker_gc() -> None:
 
 
 def _rows_by_group(batches: Iterator[pd.DataFrame]) -> dict[GroupKey, list[tuple]]:
-    """The shard's rows, (value, offset, arrival_ms, copy, source) in arrival order, by group."""
+    """The shard's rows, (value, offset, arrival_ms, copy) in arrival order, by group."""
     by_group = defaultdict(list)
     for frame in batches:
         columns = (frame[name].tolist() for name in ROUTED_COLUMNS)
-        for system, group, *row in zip(*columns, strict=True):
-            by_group[GroupKey(system, group)].append(row)
+        for system, group, cluster, *row in zip(*columns, strict=True):
+            by_group[GroupKey(system, group, cluster)].append(row)
     return by_group
 
 
@@ -237,7 +209,7 @@ def _decode(key: GroupKey, rows: list[tuple], judge: RecordJudge, counts: Counts
     """Raw values -> (event, offset) for this group, and dead letters with a reason. A record
     fanned out to several groups is counted, and dead-lettered, on its first copy only."""
     events, dead = [], []
-    for value, offset, arrival_ms, copy, source in rows:
+    for value, offset, arrival_ms, copy in rows:
         raw = bytes(value) if value is not None else b""
         parsed = judge.judge(raw, arrival_ms)
         if not isinstance(parsed, Invalid) and (key.group == UNROUTABLE_KEY
@@ -254,17 +226,21 @@ def _decode(key: GroupKey, rows: list[tuple], judge: RecordJudge, counts: Counts
         for event in parsed:
             if event.group == key.group:
                 events.append((event, int(offset)))
-                counts.event_time_ms = max(counts.event_time_ms, event.ts)
-                counts.saw(source, key, event.ts)
+                counts.saw(key.cluster, event.ts)
         if copy == 0:
             counts.valid[parsed[0].type] += 1
     return events, dead
 
 
 def _step_rows(key: GroupKey, output: StepOutput) -> list[tuple]:
-    rows = [(*key, FINDING, None, record.to_json()) for record in output.findings]
-    if output.metrics is not None:
-        rows.append((*key, METRICS, None, output.metrics.to_json()))
+    """The step's rows, under the group's key: the core knows the group, not its cluster."""
+    findings, metrics = output.findings, output.metrics
+    if key.cluster != DEFAULT_CLUSTER:
+        findings = [replace(record, cluster=key.cluster) for record in findings]
+        metrics = metrics and replace(metrics, cluster=key.cluster)
+    rows = [(*key, FINDING, None, record.to_json()) for record in findings]
+    if metrics is not None:
+        rows.append((*key, METRICS, None, metrics.to_json()))
     elif output.blob is None:
         rows.append((*key, REMOVED, None, b""))
     return rows

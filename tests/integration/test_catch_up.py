@@ -167,8 +167,8 @@ def read_to_the_end(checkpoint: Path, acked: Acknowledged) -> bool:
     if not settled(checkpoint, acked.final_watermark_ms):
         return False
     newest = max(int(p.name) for p in (checkpoint / "offsets").iterdir() if p.name.isdigit())
-    source_offsets = (checkpoint / "offsets" / str(newest)).read_text().splitlines()[2]
-    return json.loads(source_offsets)[acked.topic] == acked.ends
+    cluster_offsets = (checkpoint / "offsets" / str(newest)).read_text().splitlines()[2]
+    return json.loads(cluster_offsets)[acked.topic] == acked.ends
 
 
 def _counted(scrape, name: str) -> float:

@@ -97,3 +97,25 @@ def test_same_named_groups_of_two_systems_are_two_sets_of_series(
                   for kind in ("allocation_mismatch", "double_assignment", "skew")},
         "rocketmq": {("started", kind) for kind in
                      ("client_id_collision", "double_assignment", "orphaned_queue")}}
+
+
+def test_same_named_groups_of_two_clusters_are_two_groups(spark, kafka_bootstrap, make_topic,
+                                                         tmp_path):
+    """Two RocketMQ clusters, each with an order-service group, through one job: east's clients
+    share a client id (a double assignment), west's are healthy. Before the group's key held its
+    cluster, the five processes were one group's members."""
+    east, west = {"group": NAME, "cluster": "east"}, {"group": NAME, "cluster": "west"}
+    topic = make_topic(partitions=2)
+    events = [{**event, "cluster": "east"} for event in rocketmq_events()] + [
+        route("T", brokers={"broker-a": 6}, **west),
+        hb("w1", ["T"], address="10.9.0.1:5000", **west),
+        hb("w2", ["T"], address="10.9.0.2:5000", **west)]
+    with RunningMonitor(spark, kafka_bootstrap, topic, tmp_path) as monitor:
+        produce_events(kafka_bootstrap, topic, events)
+        scrape = monitor.wait_for(
+            lambda m: m.value("rebalance_monitor_events_total", type="heartbeat") == 5)
+        assert [scrape.value("rebalance_group_members", **labels) for labels in (east, west)] \
+            == [3, 2]
+        assert [scrape.value("rebalance_double_assigned_queues", **labels, topic="T")
+                for labels in (east, west)] == [2, 0]
+        assert scrape.value("rebalance_monitor_groups") == 2

@@ -45,7 +45,7 @@ REQUIRED_ALERTS = {
     "RebalanceMonitorUndeliveredRecords": ("warning", None),
     "RebalanceMonitorQueryRestarts": ("warning", None),
     "RebalanceMonitorLostEvents": ("critical", None),
-    "RebalanceSourceSilent": ("critical", "1m"),
+    "RebalanceClusterSilent": ("critical", "1m"),
     "RebalanceProducerDown": ("critical", "2m"),
     "RebalanceProducerNotPolling": ("critical", "3m"),
     "RebalanceProducerFailing": ("warning", "5m"),

@@ -18,9 +18,10 @@ pytestmark = pytest.mark.unit
 UNROUTABLE = "\u0000unroutable"
 
 
-def row(kind, group="g", payload=b"", reason=None, system="rocketmq"):
+def row(kind, group="g", payload=b"", reason=None, system="rocketmq", cluster="default"):
     """One row of the state function's output, as foreachBatch collects it."""
-    return Row(system=system, group=group, kind=kind, reason=reason, payload=payload)
+    return Row(system=system, group=group, cluster=cluster, kind=kind, reason=reason,
+               payload=payload)
 
 
 def batch(system="rocketmq"):
@@ -164,7 +165,7 @@ def test_spark_progress_is_checked_against_what_the_batch_accounted_for(tmp_path
             health.rows_dropped_by_watermark_total) == (11, 3, 3)
 
 
-def test_the_source_figures_survive_a_restart(tmp_path):
+def test_the_cluster_figures_survive_a_restart(tmp_path):
     sink, _, _ = make_sink(tmp_path)
     sink.apply_rows(batch(), batch_id=0)
     sink.note_progress(0, input_rows=5, dropped_by_watermark=1)
@@ -177,36 +178,46 @@ def test_the_source_figures_survive_a_restart(tmp_path):
     assert health.events_total == {"heartbeat": 3}
 
 
-def sources_counts(sources: dict) -> Row:
+def clusters_counts(clusters: dict) -> Row:
     payload = json.dumps({"events": {}, "invalid": {}, "event_time_ms": 0,
-                          "sources": sources}).encode()
-    return row("counts", group="", payload=payload)
+                          "clusters": clusters}).encode()
+    return row("counts", group="", payload=payload, cluster="")
 
 
-def doubled(group: str, members: int, ts: int) -> Row:
-    metrics = group_metrics(group, members=members, double_assigned={"T": 2}, event_time_ms=ts)
-    return row("metrics", group=group, payload=metrics.to_json())
+def doubled(group: str, cluster: str, members: int) -> Row:
+    metrics = group_metrics(group, members=members, double_assigned={"T": 2}, cluster=cluster)
+    return row("metrics", group=group, payload=metrics.to_json(), cluster=cluster)
 
 
-def test_a_silent_sources_groups_stay_as_they_were_and_are_marked_stale(tmp_path):
+def test_a_silent_clusters_groups_stay_as_they_were_and_are_marked_stale(tmp_path):
     sink, store, _ = make_sink(tmp_path)
-    sink(CollectedBatch([sources_counts({"a": [1_000, [["rocketmq", "ga"]]],
-                                         "b": [1_000, [["rocketmq", "gb"]]]}),
-                         doubled("ga", 2, 1_000), doubled("gb", 2, 1_000)]), 0)
-    # b goes silent; a goes on, the core expires gb's members and then the group.
-    sink(CollectedBatch([sources_counts({"a": [200_000, [["rocketmq", "ga"]]]}),
-                         doubled("gb", 1, 1_000)]), 1)
-    sink(CollectedBatch([row("removed", group="gb")]), 2)
-    gb = store.group(GroupKey("rocketmq", "gb"))
-    assert (gb.members, gb.double_assigned) == (2, {"T": 2})
+    gb = GroupKey("rocketmq", "g", "b")
+    sink(CollectedBatch([clusters_counts({"a": 1_000, "b": 1_000}),
+                         doubled("g", "a", 2), doubled("g", "b", 2)]), 0)
+    # b goes silent; a goes on, the core expires b's members and then the group.
+    sink(CollectedBatch([clusters_counts({"a": 200_000}), doubled("g", "b", 1)]), 1)
+    sink(CollectedBatch([row("removed", cluster="b")]), 2)
+    assert (store.group(gb).members, store.group(gb).double_assigned) == (2, {"T": 2})
     health = store.health()
-    assert health.stale_groups == {GroupKey("rocketmq", "gb"): "b"}
-    assert health.sources == {"a": (200_000, False), "b": (1_000, True)}
-    # A restart while b is silent shows gb as it was.
+    assert health.stale_groups == [gb]
+    assert health.clusters == {"a": (200_000, False), "b": (1_000, True)}
+    # A restart while b is silent shows the group as it was.
     _, restarted, _ = make_sink(tmp_path)
-    assert restarted.group(GroupKey("rocketmq", "gb")).members == 2
-    assert restarted.health().stale_groups == {GroupKey("rocketmq", "gb"): "b"}
+    assert restarted.group(gb).members == 2
+    assert restarted.health().stale_groups == [gb]
     # b speaks again: the row held back is applied, then b's new rows.
-    sink(CollectedBatch([sources_counts({"b": [201_000, [["rocketmq", "gb"]]]})]), 3)
-    assert store.group(GroupKey("rocketmq", "gb")) is None
-    assert store.health().stale_groups == {}
+    sink(CollectedBatch([clusters_counts({"b": 201_000})]), 3)
+    assert store.group(gb) is None
+    assert store.health().stale_groups == []
+    assert store.group(GroupKey("rocketmq", "g", "a")).members == 2
+
+
+def test_a_cluster_silent_past_the_forget_time_is_retired(tmp_path):
+    sink, store, _ = make_sink(tmp_path)
+    gb = GroupKey("rocketmq", "g", "b")
+    sink(CollectedBatch([clusters_counts({"a": 1_000, "b": 1_000}), doubled("g", "b", 2)]), 0)
+    sink(CollectedBatch([clusters_counts({"a": 200_000}), row("removed", cluster="b")]), 1)
+    assert store.group(gb).members == 2
+    sink(CollectedBatch([clusters_counts({"a": 1_000 + 86_400_001})]), 2)
+    assert store.group(gb) is None
+    assert "b" not in store.health().clusters

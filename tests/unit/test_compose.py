@@ -26,7 +26,7 @@ PYSPARK_JARS = Path(__import__("pyspark").__file__).parent / "jars"
 JOB_COMMAND = ["run", "--bootstrap-servers", "kafka:9092", "--topic", "rebalance.events",
                "--checkpoint", "/data/checkpoint", "--metrics-host", "0.0.0.0", "--source", "kafka"]
 SIMULATOR_COMMAND = ["simulate", "--bootstrap-servers", "kafka:9092",
-                     "--scenario", "multi-topic-skew", "--realtime", "--source", "simulator",
+                     "--scenario", "multi-topic-skew", "--realtime", "--cluster", "simulator",
                      "--metrics-port", "9111"]
 
 

@@ -22,7 +22,7 @@ RECORD_FIELDS = {f.name for f in dataclasses.fields(FindingRecord)}
 # Names the events contract and the allocation cases use too: forbidden only where metrics and
 # finding records are handled (ADAPTERS).
 SHARED_NAMES = {"group", "system", "topic", "queue", "clients", "address", "brokers", "members",
-                "queues", "detail"}
+                "queues", "detail", "cluster"}
 ADAPTERS = ["streaming/spark/state_function.py", "streaming/spark/sinks.py",
             "streaming/spark/job.py", "streaming/exporter/collector.py", "streaming/demo.py",
             "streaming/core/step.py", "streaming/core/findings.py"]
@@ -69,10 +69,11 @@ def test_metrics_cross_the_spark_boundary_unchanged():
 def test_a_finding_record_is_the_documented_json():
     record = FindingRecord.of("started", FindingIdentity("double_assignment", "T", ("b", 3),
                                                          ("c1", "c2"), None, ()),
-                              GroupKey("kafka", "g"), since=1, at=2, detail={"addresses": ["x"]})
+                              GroupKey("kafka", "g", "prod-1"), since=1, at=2,
+                              detail={"addresses": ["x"]})
     assert json.loads(record.to_json()) == {
         "status": "started", "kind": "double_assignment", "group": "g", "system": "kafka",
-        "topic": "T", "queue": ["b", 3], "clients": ["c1", "c2"], "since": 1, "at": 2,
+        "cluster": "prod-1", "topic": "T", "queue": ["b", 3], "clients": ["c1", "c2"], "since": 1, "at": 2,
         "detail": {"addresses": ["x"]}}
 
 
@@ -81,6 +82,11 @@ def test_group_keys_of_two_systems_differ_and_sort_by_system_first():
     assert kafka.key != rocketmq.key
     assert sorted([rocketmq.key, GroupKey("kafka", "zz"), kafka.key]) == [
         GroupKey("kafka", "orders"), GroupKey("kafka", "zz"), GroupKey("rocketmq", "orders")]
+
+
+def test_two_clusters_groups_of_one_name_are_two_groups():
+    east, west = (group_metrics("orders", cluster=s) for s in ("prod-east", "prod-west"))
+    assert east.key != west.key and GroupKey("rocketmq", "orders").cluster == "default"
 
 
 def test_the_next_timeout_is_the_groups_own_systems_expiry():

@@ -31,7 +31,7 @@ def test_group_series_carry_snapshot_values():
     store = SnapshotStore()
     store.replace_group(snapshot())
     reg = registry_for(store)
-    labels = {"system": "rocketmq", "group": "g"}
+    labels = {"system": "rocketmq", "group": "g", "cluster": "default"}
     assert reg.get_sample_value("rebalance_group_members", labels) == 4
     assert reg.get_sample_value("rebalance_skew_ratio", labels) == 2.0
     assert reg.get_sample_value("rebalance_idle_clients", labels) == 2
@@ -51,9 +51,9 @@ def test_conflict_age_uses_the_jobs_event_time_clock():
     store.replace_group(snapshot())
     store.update_health(max_event_time_ms=16_000)
     reg = registry_for(store)
-    assert reg.get_sample_value("rebalance_conflict_age_seconds", {"system": "rocketmq", "group": "g"}) == 12.0
+    assert reg.get_sample_value("rebalance_conflict_age_seconds", {"system": "rocketmq", "group": "g", "cluster": "default"}) == 12.0
     store.replace_group(snapshot(conflict_since_ms=None))
-    assert reg.get_sample_value("rebalance_conflict_age_seconds", {"system": "rocketmq", "group": "g"}) == 0.0
+    assert reg.get_sample_value("rebalance_conflict_age_seconds", {"system": "rocketmq", "group": "g", "cluster": "default"}) == 0.0
 
 
 def test_removed_group_leaves_no_series():
@@ -62,9 +62,9 @@ def test_removed_group_leaves_no_series():
     store.replace_group(snapshot("b"))
     store.remove_group(GroupKey("rocketmq", "a"))
     reg = registry_for(store)
-    assert reg.get_sample_value("rebalance_group_members", {"system": "rocketmq", "group": "a"}) is None
-    assert reg.get_sample_value("rebalance_client_queues", {"system": "rocketmq", "group": "a", "client": "c1"}) is None
-    assert reg.get_sample_value("rebalance_group_members", {"system": "rocketmq", "group": "b"}) == 4
+    assert reg.get_sample_value("rebalance_group_members", {"system": "rocketmq", "group": "a", "cluster": "default"}) is None
+    assert reg.get_sample_value("rebalance_client_queues", {"system": "rocketmq", "group": "a", "cluster": "default", "client": "c1"}) is None
+    assert reg.get_sample_value("rebalance_group_members", {"system": "rocketmq", "group": "b", "cluster": "default"}) == 4
     assert reg.get_sample_value("rebalance_monitor_groups") == 1
 
 
@@ -74,12 +74,12 @@ def test_groups_of_the_same_name_in_two_systems_are_two_sets_of_series():
     store.replace_group(snapshot("order-service", "rocketmq", members=5))
     reg = registry_for(store)
     members = {system: reg.get_sample_value("rebalance_group_members",
-                                            {"system": system, "group": "order-service"})
+                                            {"system": system, "group": "order-service", "cluster": "default"})
                for system in ("kafka", "rocketmq")}
     assert members == {"kafka": 2, "rocketmq": 5}
     store.remove_group(GroupKey("kafka", "order-service"))
     assert reg.get_sample_value("rebalance_group_members",
-                                {"system": "rocketmq", "group": "order-service"}) == 5
+                                {"system": "rocketmq", "group": "order-service", "cluster": "default"}) == 5
     assert reg.get_sample_value("rebalance_monitor_groups") == 1
 
 
@@ -87,7 +87,7 @@ def test_client_series_can_be_capped_or_switched_off():
     store = SnapshotStore()
     store.replace_group(snapshot())
     capped = registry_for(store, clients=ClientSeriesPolicy(max_per_group=2))
-    labels = {"system": "rocketmq", "group": "g"}
+    labels = {"system": "rocketmq", "group": "g", "cluster": "default"}
     present = [c for c in ("c1", "c2", "c3", "c4")
                if capped.get_sample_value("rebalance_client_queues", {**labels, "client": c}) is not None]
     assert present == ["c1", "c2"]

@@ -105,7 +105,7 @@ def test_a_group_is_rendered_again_only_when_what_it_shows_changed():
     assert text.render(store.health()) is not first
     assert text.render(store.health()) == first
     store.replace_group(group_metrics("g", members=4, event_time_ms=3_000))
-    assert 'rebalance_group_members{group="g",system="rocketmq"} 4.0' in text.render(store.health())
+    assert 'rebalance_group_members{cluster="default",group="g",system="rocketmq"} 4.0' in text.render(store.health())
 
 
 def test_an_open_conflicts_age_follows_the_jobs_clock_at_each_scrape():
@@ -113,9 +113,9 @@ def test_an_open_conflicts_age_follows_the_jobs_clock_at_each_scrape():
     store = SnapshotStore(text)
     store.replace_group(group_metrics("g", conflict_since_ms=4_000, event_time_ms=5_000))
     store.update_health(max_event_time_ms=16_000)
-    assert 'rebalance_conflict_age_seconds{group="g",system="rocketmq"} 12.0' in text.render(store.health())
+    assert 'rebalance_conflict_age_seconds{cluster="default",group="g",system="rocketmq"} 12.0' in text.render(store.health())
     store.update_health(max_event_time_ms=20_000)
-    assert 'rebalance_conflict_age_seconds{group="g",system="rocketmq"} 16.0' in text.render(store.health())
+    assert 'rebalance_conflict_age_seconds{cluster="default",group="g",system="rocketmq"} 16.0' in text.render(store.health())
 
 
 def test_the_server_answers_a_real_http_scrape_with_the_same_bytes():
@@ -143,7 +143,7 @@ def test_the_server_answers_a_real_http_scrape_with_the_same_bytes():
         "# HELP rebalance_double_assigned_queues Queues claimed by two or more live clients "
         "(double consumption).",
         "# TYPE rebalance_double_assigned_queues gauge",
-        'rebalance_double_assigned_queues{group="g",system="rocketmq",topic="t"} 1.0']
+        'rebalance_double_assigned_queues{cluster="default",group="g",system="rocketmq",topic="t"} 1.0']
 
 
 def test_the_full_text_is_kept_until_a_group_or_the_jobs_event_time_changes():

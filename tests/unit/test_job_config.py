@@ -52,7 +52,8 @@ DEFAULTS = {
     "--state-store": "rocksdb",
     "--max-event-bytes": 1 << 20,
     "--max-clock-skew-ms": 300_000,
-    "--source-silence-ms": 30_000,
+    "--cluster-silence-ms": 30_000,
+    "--cluster-forget-ms": 86_400_000,
 }
 
 # One good text per option (as a flag or its variable) and the value it gives.
@@ -81,7 +82,8 @@ GOOD = {
     "state_store": ("hdfs", "hdfs"),
     "max_event_bytes": ("50000", 50_000),
     "max_clock_skew_ms": ("60000", 60_000),
-    "source_silence_ms": ("90000", 90_000),
+    "cluster_silence_ms": ("90000", 90_000),
+    "cluster_forget_ms": ("3600000", 3_600_000),
 }
 
 # One refused text for every option that validates its text, and a word of the reason.
@@ -103,7 +105,8 @@ BAD = {
     "state_store": ("memory", "one of rocksdb, hdfs"),
     "max_event_bytes": ("-5", "positive"),
     "max_clock_skew_ms": ("5 min", "whole number"),
-    "source_silence_ms": ("0", "positive"),
+    "cluster_silence_ms": ("0", "positive"),
+    "cluster_forget_ms": ("-1", "positive"),
 }
 FREE_TEXT = {"topic", "checkpoint", "findings_topic", "dead_letter_topic", "metrics_host",
              "trigger_interval", "watermark_delay"}

@@ -4,6 +4,7 @@ change of state."""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from types import SimpleNamespace
@@ -116,3 +117,13 @@ def test_the_collector_shows_the_counts_on_the_users_registry():
             ' 1.0') in text
     assert (f'rebalance_monitor_produce_errors_total{{cause="invalid_record",topic="{TOPIC}"}}'
             ' 1.0') in text
+
+
+def test_a_reporter_names_its_cluster_as_the_cluster_of_its_events():
+    producer = LockedFakeProducer()
+    reporter = RebalanceReporter(None, TOPIC, "orders", "range", producer=producer,
+                                 client_id="c1", cluster="kafka-prod-1")
+    reporter.heartbeat()
+    producer.flush()
+    (message,) = producer.delivered
+    assert json.loads(message.value())["cluster"] == "kafka-prod-1"

@@ -6,14 +6,13 @@ import json
 import pandas as pd
 import pytest
 
-from streaming.core.contract import GroupKey, ShardCounts
+from streaming.core.contract import ShardCounts
 from streaming.core.step import StepConfig
 from streaming.spark.state_function import (
     COUNTS,
     DEAD_LETTER,
     METRICS,
     ROUTED_COLUMNS,
-    ReportedSources,
     make_state_function,
 )
 from tests.unit.test_shard_state import SparkKeyState
@@ -37,7 +36,7 @@ def heartbeat(group, ts=TS) -> bytes:
 def run(rows) -> list[tuple]:
     """(group, value, arrival_ms, copy) rows of one shard through the state function."""
     function = make_state_function(StepConfig(), max_clock_skew_ms=SKEW_MS)
-    frame = pd.DataFrame([("rocketmq", group, value, offset, arrival, copy, "default")
+    frame = pd.DataFrame([("rocketmq", group, "default", value, offset, arrival, copy)
                           for offset, (group, value, arrival, copy) in enumerate(rows)],
                          columns=list(ROUTED_COLUMNS))
     state = SparkKeyState().group_state(None, timed_out=False)
@@ -46,7 +45,7 @@ def run(rows) -> list[tuple]:
 
 
 def counts(rows) -> ShardCounts:
-    (payload,) = [row[4] for row in rows if row[2] == COUNTS]
+    (payload,) = [row[5] for row in rows if row[3] == COUNTS]
     return ShardCounts.from_json(payload)
 
 
@@ -54,27 +53,19 @@ def test_a_route_fanned_out_to_two_groups_is_one_record_applied_to_both():
     value = route(["g1", "g2"])
     out = run([("g1", value, TS, 0), ("g2", value, TS, 1)])
     assert counts(out).events == {"route": 1}
-    assert {row[1] for row in out if row[2] == METRICS} == {"g1", "g2"}
+    assert {row[1] for row in out if row[3] == METRICS} == {"g1", "g2"}
 
 
 def test_an_invalid_record_naming_two_groups_is_dead_lettered_once():
     value = route(["g1", "g2"], strategy=7, brokers="none")
     out = run([("g1", value, TS, 0), ("g2", value, TS, 1)])
-    assert [row[2] for row in out if row[2] == DEAD_LETTER] == [DEAD_LETTER]
+    assert [row[3] for row in out if row[3] == DEAD_LETTER] == [DEAD_LETTER]
     assert sum(counts(out).invalid.values()) == 1
 
 
 def test_an_event_ahead_of_its_arrival_by_more_than_the_skew_is_dead_lettered():
     late_clock, on_time = heartbeat("g", TS + SKEW_MS + 1), heartbeat("g", TS + SKEW_MS)
     out = run([("g", late_clock, TS, 0), ("g", on_time, TS, 0)])
-    assert [(row[3], row[4]) for row in out if row[2] == DEAD_LETTER] == [
+    assert [(row[4], row[5]) for row in out if row[3] == DEAD_LETTER] == [
         ("future_timestamp", late_clock)]
     assert counts(out).events == {"heartbeat": 1}
-
-
-def test_a_worker_names_a_groups_source_when_new_changed_or_five_minutes_on():
-    reported = ReportedSources(again_ms=300_000)
-    key = GroupKey("rocketmq", "g")
-    assert [reported.is_news(key, source, ts) for source, ts in [
-        ("a", TS), ("a", TS + 1_000), ("b", TS + 2_000), ("b", TS + 301_999),
-        ("b", TS + 302_000)]] == [True, False, True, False, True]

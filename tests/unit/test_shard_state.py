@@ -78,7 +78,7 @@ def test_a_shard_of_format_1_is_read_with_nothing_kept():
                                 GroupKey("rocketmq", "h"): ShardEntry(b"blob-2", -1)}
 
 
-@pytest.mark.parametrize("value", [b"", b"\x03", b"\x02\x00", b"\x01" + b"\x00" * 20 + b"\xff",
+@pytest.mark.parametrize("value", [b"", b"\x04", b"\x02\x00", b"\x01" + b"\x00" * 20 + b"\xff",
                                    b"\x01" + bytes(11) + b"\x05" + bytes(8) + b"ab",
                                    b"\x02" + bytes(11) + b"\x01" + bytes(8) + b"a" + b"\x00\x00\x00\x28"
                                    + bytes(20),
@@ -153,7 +153,7 @@ def _shard_run(batches, shard_of) -> list[list[tuple]]:
     for records, watermark in batches:
         by_shard: dict[int, list] = {}
         for offset, (key, raw) in enumerate(records):
-            by_shard.setdefault(shard_of(key), []).append((*key, raw, offset, ARRIVAL_MS, 0, "default"))
+            by_shard.setdefault(shard_of(key), []).append((*key, raw, offset, ARRIVAL_MS, 0))
         rows = []
         for shard in sorted({*by_shard, *stored}):
             kept = stored.setdefault(shard, SparkKeyState())
@@ -214,9 +214,9 @@ def _per_group_run(batches):
 
 def _comparable(rows) -> list[tuple]:
     """Rows without the counts (compared on their own) and without reasons, per group in order."""
-    kept = [(system, group, kind, bytes(payload)) for system, group, kind, _, payload in rows
-            if kind != COUNTS]
-    return sorted(kept, key=lambda row: row[:2])
+    kept = [(system, group, cluster, kind, bytes(payload))
+            for system, group, cluster, kind, _, payload in rows if kind != COUNTS]
+    return sorted(kept, key=lambda row: row[:3])
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -228,11 +228,11 @@ def test_shards_of_groups_equal_one_state_per_group(batches, shards):
     sharded, entries = _shard_run(batches, shard_of)
     per_group, blobs = _per_group_run(batches)
     for got, (want, valid) in zip(sharded, per_group, strict=True):
-        assert _comparable(got) == sorted(want, key=lambda row: row[:2])
+        assert _comparable(got) == sorted(want, key=lambda row: row[:3])
         counts = [ShardCounts.from_json(payload) for *_, kind, _, payload in got if kind == COUNTS]
         assert sum(sum(c.events.values()) for c in counts) == valid
         assert sum(sum(c.invalid.values()) for c in counts) == sum(
-            1 for row in want if row[2] == DEAD_LETTER)
+            1 for row in want if row[3] == DEAD_LETTER)
     assert {k: e for shard in entries.values() for k, e in shard.items()} == blobs
 
 
@@ -249,12 +249,12 @@ def test_a_quiet_group_in_a_busy_shard_expires_when_its_own_key_would_have():
     batches += [([heartbeat("busy", "c2", T0 + n * 500)], T0 + n * 500 - 100)
                 for n in range(1, 8)]
     sharded, entries = _shard_run(batches, lambda key: 0)
-    removed = [row[:3] for rows in sharded for row in rows if row[2] == "removed"]
-    assert removed == [("rocketmq", "quiet", "removed")]
+    removed = [row[:4] for rows in sharded for row in rows if row[3] == "removed"]
+    assert removed == [("rocketmq", "quiet", "default", "removed")]
     assert list(entries[0]) == [GroupKey("rocketmq", "busy")]
     per_group, _ = _per_group_run(batches)
     assert [_comparable(rows) for rows in sharded] == [
-        sorted(rows, key=lambda row: row[:2]) for rows, _ in per_group]
+        sorted(rows, key=lambda row: row[:3]) for rows, _ in per_group]
 
 
 def test_a_group_with_only_dead_letters_past_its_timeout_expires():
@@ -265,7 +265,7 @@ def test_a_group_with_only_dead_letters_past_its_timeout_expires():
                           "system": "rocketmq"}).encode())
     batches = [([heartbeat("quiet", "c1", T0)], None), ([broken], T0 + 60_000)]
     sharded, entries = _shard_run(batches, lambda key: 0)
-    assert [row[2] for row in sharded[1]] == [DEAD_LETTER, "removed", COUNTS]
+    assert [row[3] for row in sharded[1]] == [DEAD_LETTER, "removed", COUNTS]
     assert entries == {}
 
 

@@ -117,8 +117,8 @@ def _parse_object(obj: Mapping) -> list[Event]:
     if event_type not in EVENT_TYPES:
         raise _Reject("unknown_type", f"type={str(event_type)[:80]!r}")
     groups = _groups(obj)
-    if obj.get("source") is not None:
-        _name(obj["source"], "source")   # routed by the job (streaming/spark/parse.py), not kept
+    if obj.get("cluster") is not None:
+        _name(obj["cluster"], "cluster")   # routed by the job (streaming/spark/parse.py), not kept
     if "ts" not in obj:
         raise _Reject("missing_field", "ts")
     ts = parse_ts(obj["ts"])

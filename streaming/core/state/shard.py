@@ -8,7 +8,7 @@ shard's value, with the group's timeout and the refreshes waiting for its next s
 (streaming.core.state.refresh) beside it. A group's blob is copied as bytes, never re-encoded,
 when the group does not step in a batch.
 
-    >>> from streaming.core.contract import GroupKey
+    >>> from streaming.core.contract import DEFAULT_CLUSTER, GroupKey
     >>> from streaming.core.state.refresh import Kept, pack_kept
     >>> entries = {GroupKey("kafka", "orders"): ShardEntry(b"blob-1", 5_000),
     ...            GroupKey("rocketmq", "orders"): ShardEntry(b"blob-2", NO_TIMEOUT,
@@ -25,18 +25,20 @@ import struct
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from streaming.core.contract import GroupKey
+from streaming.core.contract import DEFAULT_CLUSTER, GroupKey
 from streaming.core.state.refresh import KEPT_RECORD
 
-# 1: entries without kept refreshes (read as having none); 2: with them.
-SHARD_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+# 1: entries without kept refreshes (read as having none); 2: with them; 3: with the group's
+# cluster (1 and 2 are read as the default cluster).
+SHARD_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 NO_TIMEOUT = -1   # Spark's GroupState.NO_TIMESTAMP: the group is never woken by time alone
 
 # Per entry: the lengths of system, group and blob, then the timeout (event time, ms).
 # 32-bit lengths: a group's name is bounded only by --max-event-bytes, and a name over 64 KiB
-# must not stop the job.
+# must not stop the job. Format 3: then the length of the cluster and the cluster.
 _ENTRY = struct.Struct(">IIIq")
+_CLUSTER_LENGTH = struct.Struct(">I")
 _KEPT_LENGTH = struct.Struct(">I")   # format 2: then the kept refreshes, packed
 
 
@@ -63,9 +65,10 @@ def encode_shard(entries: Mapping[GroupKey, ShardEntry]) -> bytes:
     parts = [bytes((SHARD_VERSION,))]
     for key in sorted(entries):
         entry = entries[key]
-        system, group = key.system.encode(), key.group.encode()
+        system, group, cluster = key.system.encode(), key.group.encode(), key.cluster.encode()
         parts += (_ENTRY.pack(len(system), len(group), len(entry.blob), entry.timeout_ms),
-                  system, group, entry.blob, _KEPT_LENGTH.pack(len(entry.kept)), entry.kept)
+                  system, group, entry.blob, _KEPT_LENGTH.pack(len(entry.kept)), entry.kept,
+                  _CLUSTER_LENGTH.pack(len(cluster)), cluster)
     return b"".join(parts)
 
 
@@ -73,7 +76,7 @@ def decode_shard(value: bytes) -> dict[GroupKey, ShardEntry]:
     if not value or value[0] not in READABLE_VERSIONS:
         found = value[0] if value else "nothing"
         raise ShardFormatError(f"shard format {found}, expected one of {READABLE_VERSIONS}")
-    with_kept = value[0] >= 2
+    with_kept, with_cluster = value[0] >= 2, value[0] >= 3
     view, at, entries = memoryview(value), 1, {}
     try:
         while at < len(view):
@@ -95,7 +98,15 @@ def decode_shard(value: bytes) -> dict[GroupKey, ShardEntry]:
                     raise ShardFormatError("shard cut short")
                 kept = bytes(view[at:at + kept_len])
                 at += kept_len
-            entries[GroupKey(system, group)] = ShardEntry(blob, timeout_ms, kept)
+            cluster = DEFAULT_CLUSTER
+            if with_cluster:
+                (cluster_len,) = _CLUSTER_LENGTH.unpack_from(view, at)
+                at += _CLUSTER_LENGTH.size
+                if at + cluster_len > len(view):
+                    raise ShardFormatError("shard cut short")
+                cluster = bytes(view[at:at + cluster_len]).decode()
+                at += cluster_len
+            entries[GroupKey(system, group, cluster)] = ShardEntry(blob, timeout_ms, kept)
     except (struct.error, UnicodeDecodeError) as error:
         raise ShardFormatError(f"shard unreadable: {error}") from None
     return entries

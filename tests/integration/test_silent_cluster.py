@@ -1,6 +1,6 @@
 """A producer that dies does not turn a firing alert into "resolved".
 
-Two real `rebalance-monitor simulate` processes feed the real job, each naming its own source:
+Two real `rebalance-monitor simulate` processes feed the real job, each naming its own cluster:
 fleet-a a steady fleet, fleet-b two processes sharing a client id (a lasting double assignment).
 A real Prometheus scrapes the job and both producers with the shipped scrape jobs and rules. Then
 fleet-b is killed (SIGKILL) while fleet-a goes on, and event time runs well past fleet-b's
@@ -27,16 +27,16 @@ SPEED = "10"
 SPARK_SUBMIT_ARGS = ("--conf spark.ui.enabled=false "
                      "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell")
 FAST_FOR = {"RebalanceDoubleAssignment": "2s", "RebalanceProducerDown": "2s",
-            "RebalanceSourceSilent": "2s"}
+            "RebalanceClusterSilent": "2s"}
 # RocketMQ's session timeout (120 s) plus the watermark delay (30 s), and a margin.
 PAST_EXPIRY_S = 200
 COLLIDED = {"system": "rocketmq", "group": "collide-group", "topic": "TopicX"}
 
 
-def simulate(bootstrap: str, topic: str, source: str, scenario: list[str], log_dir: Path):
+def simulate(bootstrap: str, topic: str, cluster: str, scenario: list[str], log_dir: Path):
     return ProducerProcess(["simulate", "--bootstrap-servers", bootstrap, "--topic", topic,
                             *scenario, "--realtime", "--speed", SPEED, "--duration", "100000",
-                            "--source", source], log_dir)
+                            "--cluster", cluster], log_dir)
 
 
 def require_prometheus() -> None:
@@ -61,7 +61,7 @@ def test_a_dead_producers_groups_stay_stale_and_their_alerts_keep_firing(
                      env={"PYSPARK_SUBMIT_ARGS": SPARK_SUBMIT_ARGS},
                      # Simulated time runs ahead of the Kafka timestamps at 10x.
                      extra_args=("--max-clock-skew-ms", "36000000",
-                                 "--source-silence-ms", "60000"))
+                                 "--cluster-silence-ms", "60000"))
     fleet_a = simulate(kafka_bootstrap, topic, "fleet-a",
                        ["--scenario", "steady", "--groups", "2", "--clients", "2"], tmp_path)
     fleet_b = simulate(kafka_bootstrap, topic, "fleet-b", ["--scenario", "client-id-collision"],
@@ -80,21 +80,21 @@ def test_a_dead_producers_groups_stay_stale_and_their_alerts_keep_firing(
 
             fleet_b.process.kill()
             fleet_b.process.wait()
-            silent = job.wait_for(lambda m: m.value("rebalance_source_silent",
-                                                    source="fleet-b") == 1, timeout=60)
-            last_b = silent.value("rebalance_source_last_event_time_seconds", source="fleet-b")
+            silent = job.wait_for(lambda m: m.value("rebalance_cluster_silent",
+                                                    cluster="fleet-b") == 1, timeout=60)
+            last_b = silent.value("rebalance_cluster_last_event_time_seconds", cluster="fleet-b")
             after = job.wait_for(lambda m: m.value(
-                "rebalance_source_last_event_time_seconds", source="fleet-a")
+                "rebalance_cluster_last_event_time_seconds", cluster="fleet-a")
                 > last_b + PAST_EXPIRY_S, timeout=120)
 
             # The group is kept as it was and marked stale, not expired into an all-clear.
             assert after.value("rebalance_double_assigned_queues", **COLLIDED) == 2
             assert after.value("rebalance_group_members", group="collide-group") == members
             assert after.value("rebalance_group_stale", group="collide-group",
-                               source="fleet-b") == 1
-            assert after.value("rebalance_source_silent", source="fleet-a") == 0
-            assert after.value("rebalance_group_stale", source="fleet-a") is None
-            poll(lambda: firing(prometheus, "RebalanceSourceSilent", source="fleet-b"),
+                               cluster="fleet-b") == 1
+            assert after.value("rebalance_cluster_silent", cluster="fleet-a") == 0
+            assert after.value("rebalance_group_stale", cluster="fleet-a") is None
+            poll(lambda: firing(prometheus, "RebalanceClusterSilent", cluster="fleet-b"),
                  timeout=60)
             poll(lambda: firing(prometheus, "RebalanceProducerDown", job="rebalance-simulator",
                                 instance=f"127.0.0.1:{fleet_b.port}"), timeout=60)
