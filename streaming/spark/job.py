@@ -164,7 +164,12 @@ class ProgressListener(StreamingQueryListener):
             seconds = progress.durationMs.get("triggerExecution", 0) / 1000.0
             self._store.update_health(batch_duration_seconds=seconds)
             dropped = sum(op.numRowsDroppedByWatermark for op in progress.stateOperators)
-            self._sink.note_progress(progress.batchId, progress.numInputRows, dropped)
+            try:
+                self._sink.note_progress(progress.batchId, progress.numInputRows, dropped)
+            except Exception as error:  # noqa: BLE001 - the listener thread must go on
+                # The counters file refused the save; the next batch's save fails the same way
+                # and restarts the query, which is where such a fault is counted.
+                log.warning("batch %d: Spark's progress not saved: %s", progress.batchId, error)
 
     def onQueryIdle(self, event) -> None:
         pass

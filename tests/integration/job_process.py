@@ -26,7 +26,7 @@ from pathlib import Path
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from streaming.embedded_broker import free_port
-from tests.integration.monitor_harness import Scrape
+from tests.integration.monitor_harness import Scrape, assert_nothing_lost
 
 VENV_BIN = Path(sys.executable).parent
 # Wall-clock series: they differ between any two runs, crashed or not.
@@ -203,5 +203,10 @@ class JobProcess:
     def __enter__(self) -> JobProcess:
         return self.start()
 
-    def __exit__(self, *exc) -> None:
-        self.kill()
+    def __exit__(self, exc_type, *exc) -> None:
+        try:
+            scrape = self.try_scrape() if exc_type is None and self.process.poll() is None else None
+            if scrape is not None:
+                assert_nothing_lost(scrape)
+        finally:
+            self.kill()
