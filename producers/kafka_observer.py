@@ -329,7 +329,8 @@ def main(args: argparse.Namespace) -> int:
         serve_metrics(getattr(args, "metrics_port", None),
                       getattr(args, "metrics_host", "0.0.0.0"),
                       *([health] if outbox is None else [health, DeliveryCollector(outbox.stats)]))
-        args.cluster = args.cluster or f"observe-kafka@{args.bootstrap_servers.split(',')[0].strip()}"
+        args.cluster = (getattr(args, "cluster", None)
+                        or f"observe-kafka@{args.bootstrap_servers.split(',')[0].strip()}")
         return run(args, observer, outbox)
     finally:
         kafka_log.setLevel(kafka_level)

@@ -66,7 +66,7 @@ def test_seed_scenarios_appear_on_metrics_with_exact_values(spark, kafka_bootstr
         assert m.value("rebalance_skew_ratio", **labels("g-skew")) == 2.0
         assert m.value("rebalance_idle_clients", **labels("g-skew")) == 2
         assert m.series("rebalance_client_queues", group="g-skew") == {
-            (("client", c), ("group", "g-skew"), ("system", "rocketmq")): n
+            (("client", c), ("cluster", "default"), ("group", "g-skew"), ("system", "rocketmq")): n
             for c, n in {"c1": 2, "c2": 2, "c3": 0, "c4": 0}.items()}
         assert m.value("rebalance_double_assigned_queues", **labels("g-skew", topic="TopicX")) == 0
 

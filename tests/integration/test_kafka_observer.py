@@ -88,8 +88,9 @@ def test_embedded_broker_reports_groups_and_partition_counts(kafka_broker_kind, 
     out, err = capsys.readouterr()
     ours = _read_group_events(kafka_bootstrap, events_topic, group, 2)
     assert ours == [
-        {"v": 1, "type": "route", "system": "kafka", "ts": ours[0]["ts"], "group": group,
-         "topic": topic, "partitions": count}
+        {"cluster": f"observe-kafka@{kafka_bootstrap.split(',')[0]}", "v": 1, "type": "route",
+         "system": "kafka", "ts": ours[0]["ts"], "group": group, "topic": topic,
+         "partitions": count}
         for topic, count in sorted([(topic_a, 3), (topic_b, 2)])]
     assert (f"WARNING: group {group}: the broker's DescribeGroups returned members without "
             "subscription or assignment; reporting the group's topics and partition counts only"

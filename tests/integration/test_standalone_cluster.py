@@ -117,7 +117,8 @@ def test_standalone_cluster_gives_the_same_metrics_as_local_mode(
                     f"\nactual - expected: {sorted(set(comparable(last).items()) - set(expected.items())) if last else None}"
                     f"\n{cluster.executor_logs()}") from None
             assert expected[("rebalance_double_assigned_queues", (
-                ("group", "g-shared"), ("system", "rocketmq"), ("topic", "T")))] == 2
+                ("cluster", "default"), ("group", "g-shared"), ("system", "rocketmq"),
+                ("topic", "T")))] == 2
             assert expected[("rebalance_monitor_groups", ())] == 5
             app_status = cluster.running_app("rebalance-monitor")
             assert app_status is not None and app_status["cores"] == 1
