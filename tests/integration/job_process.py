@@ -29,6 +29,9 @@ from streaming.embedded_broker import free_port
 from tests.integration.monitor_harness import Scrape, assert_nothing_lost
 
 VENV_BIN = Path(sys.executable).parent
+# Test-run tuning only (the job's own settings are untouched): no Spark UI, a JVM that starts fast.
+SPARK_SUBMIT_ARGS = ("--conf spark.ui.enabled=false "
+                     "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell")
 # Wall-clock series: they differ between any two runs, crashed or not.
 WALL_CLOCK_SERIES = frozenset({
     "rebalance_monitor_batch_duration_seconds",

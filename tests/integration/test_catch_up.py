@@ -25,6 +25,7 @@ from confluent_kafka import Producer
 from streaming.embedded_broker import create_topic
 from streaming.spark.sinks import REASON_HEADER
 from tests.integration.job_process import (
+    SPARK_SUBMIT_ARGS,
     JobProcess,
     batch_in_flight,
     committed_batches,
@@ -38,8 +39,6 @@ BASE_MS = 1_700_000_000_000
 ROUNDS, ROUND_MS = 30, 10_000
 WATERMARK_DELAY_MS = 30_000  # the job's default --watermark-delay
 MAX_OFFSETS_PER_TRIGGER = 600
-SPARK_SUBMIT_ARGS = ("--conf spark.ui.enabled=false "
-                     "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell")
 HOT_CLIENTS = 100
 # partition -> its groups (name, clients); the malformed records go to partition 2.
 LAYOUT = {0: [("hot", HOT_CLIENTS)],

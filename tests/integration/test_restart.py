@@ -34,6 +34,7 @@ from streaming.core.state.events import Invalid, parse_event
 from streaming.embedded_broker import create_topic
 from streaming.spark.sinks import REASON_HEADER
 from tests.integration.job_process import (
+    SPARK_SUBMIT_ARGS,
     JobProcess,
     batch_in_flight,
     committed_batches,
@@ -47,9 +48,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 WATERMARK_DELAY_MS = 30_000  # the job's default --watermark-delay
 MAX_OFFSETS_PER_TRIGGER = 40  # small batches: the stream takes four, the kill lands inside
-# Test-run tuning only (the job's own settings are untouched): no Spark UI, a JVM that starts fast.
-SPARK_SUBMIT_ARGS = ("--conf spark.ui.enabled=false "
-                     "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell")
 
 
 def extra_records(records: list[tuple[bytes, bytes, int]]) -> list[tuple[bytes | None, bytes]]:

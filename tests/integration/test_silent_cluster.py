@@ -17,15 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.job_process import JobProcess
+from tests.integration.job_process import SPARK_SUBMIT_ARGS, JobProcess
 from tests.integration.producer_process import ProducerProcess
 from tests.integration.prometheus_harness import HarnessConfig, PrometheusHarness, poll
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SPEED = "10"
-SPARK_SUBMIT_ARGS = ("--conf spark.ui.enabled=false "
-                     "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell")
 FAST_FOR = {"RebalanceDoubleAssignment": "2s", "RebalanceProducerDown": "2s",
             "RebalanceClusterSilent": "2s"}
 # RocketMQ's session timeout (120 s) plus the watermark delay (30 s), and a margin.
