@@ -307,9 +307,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_metrics_arguments(parser, "poll health (rebalance_observer_*) and event delivery "
                                   "(rebalance_monitor_produce_*)")
     parser.add_argument("--cluster", default=None, metavar="NAME",
-                        help="the observed cluster's name in the events; the job shows a cluster that "
-                             "goes silent and keeps its groups stale (default: observe-kafka@ "
-                             "the first --bootstrap-servers address)")
+                        help="the observed cluster's name in the events; the job shows a "
+                             "cluster that goes silent and keeps its groups stale (default: "
+                             "observe-kafka@ the first --bootstrap-servers address)")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -79,8 +79,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     steady.add_argument("--brokers", type=int, default=2)
     parser.add_argument("--rate", type=float, help="at most N events per wall-clock second")
     parser.add_argument("--cluster", default=None, metavar="NAME",
-                        help="the simulated cluster's name in every event (docs/events.md, cluster); "
-                             "default: none, which the job reads as \"default\"")
+                        help="the simulated cluster's name in every event (docs/events.md, "
+                             "cluster); default: none, which the job reads as \"default\"")
     parser.add_argument("--print-ground-truth", action="store_true")
     parser.add_argument("--stdout", action="store_true", help="print events instead of producing")
     parser.add_argument("--create-topic", type=int, metavar="PARTITIONS",

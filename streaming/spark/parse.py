@@ -39,8 +39,8 @@ WATERMARK_TRUST_WINDOW_MS = 24 * 3600 * 1000
 def route_events(records: DataFrame, max_event_bytes: int, shards: int,
                  max_clock_skew_ms: int) -> DataFrame:
     """key/value/topic/partition/offset/timestamp -> shard, system, group, event_time, offset,
-    value, arrival_ms, copy, cluster. Unroutable records get UNROUTABLE_KEY as both system and group.
-    The shard (the state's key) is a hash of (system, group) in [0, shards): xxhash64, Spark's
+    value, arrival_ms, copy, cluster. Unroutable records get UNROUTABLE_KEY as both system and
+    group. The shard (the state's key) is a hash of (system, group) in [0, shards): xxhash64, Spark's
     own, so it is the same on every executor and version. A route naming several groups becomes
     one row per group; `copy` is 0 on the first, so each record is counted (or dead-lettered)
     once. `arrival_ms` is the record's Kafka timestamp; `cluster` the cluster its producer names."""

@@ -37,7 +37,7 @@ REASON_HEADER = "rebalance-monitor-reason"
 class JobCounters:
     """The job's counters, saved in the checkpoint. `events` and `invalid` count records, once
     each (a route naming several groups is one record); `batch_id` is the last batch they hold.
-    The cluster's figures come from Spark's progress of each batch, up to `progress_batch_id`."""
+    The source's figures come from Spark's progress of each batch, up to `progress_batch_id`."""
 
     batch_id: int = -1
     events: Counter = field(default_factory=Counter)

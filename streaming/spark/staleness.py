@@ -69,7 +69,8 @@ class ClusterLiveness:
 
     def clusters_health(self) -> dict[str, tuple[int, bool]]:
         """cluster -> (its newest event time, whether it is silent)."""
-        return {cluster: (newest, self.is_silent(cluster)) for cluster, newest in self.newest.items()}
+        return {cluster: (newest, self.is_silent(cluster))
+                for cluster, newest in self.newest.items()}
 
     def hold(self, key: GroupKey, kind: str, payload: bytes,
              shown: Callable[[], bytes | None]) -> bool:
