@@ -4,12 +4,14 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup system-deps java demo test test-unit lint bench dist clean
+.PHONY: setup system-deps java maven jars demo test test-unit lint bench dist clean
 
-$(STAMP): pyproject.toml
+# Every package at the version constraints.txt pins (pyspark among them: its Kafka connector
+# must exist on Maven Central at exactly that version).
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e ".[test]"
+	$(BIN)/pip install -q -c constraints.txt -e ".[test]"
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -17,6 +19,14 @@ setup: $(STAMP)
 # Java runs Spark; promtool and prometheus run the alert-rule and dashboard tests.
 java:
 	@command -v java >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; }
+
+maven: java
+	@command -v mvn >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven; }
+
+# Apache Kafka (the tests' broker) and Spark's Kafka source for the installed pyspark, from
+# Maven Central into ~/.cache/rebalance-monitor/jars (REBALANCE_MONITOR_JARS), once.
+jars: setup maven
+	$(BIN)/python scripts/fetch_jars.py
 
 # The RocketMQ kit's jars come from Debian packages, needed only where tests use the kit
 # (ROCKETMQ_KIT set); installed when any of them is not.
@@ -29,14 +39,14 @@ system-deps: java
 demo: setup java
 	$(BIN)/rebalance-monitor demo
 
-test: setup system-deps
+test: setup system-deps jars
 	$(BIN)/ruff check streaming producers tests
 	$(BIN)/pytest
 
 test-unit: setup
 	$(BIN)/pytest -m unit
 
-bench: setup java
+bench: setup jars
 	for b in tests/benchmarks/bench_*.py; do $(BIN)/python -m tests.benchmarks.$$(basename $$b .py) || exit 1; done
 
 clean:

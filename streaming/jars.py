@@ -1,0 +1,70 @@
+"""Where the project's Java jars live: a cache outside git that scripts/fetch_jars.py fills from
+Maven Central with the pinned poms in scripts/jars/.
+
+    kafka_broker_jars()      -> the Apache Kafka broker's classpath (tests, the demo)
+    spark_kafka_jars()       -> Spark's Kafka source for exactly the installed pyspark version
+
+Both return None while the jars are not fetched. The cache is $REBALANCE_MONITOR_JARS, else
+~/.cache/rebalance-monitor/jars; each set sits in a folder of its own, named with its version,
+and counts only once its COMPLETE marker is written (a fetch cut short is fetched again).
+"""
+
+from __future__ import annotations
+
+import os
+from importlib.metadata import version
+from pathlib import Path
+
+KAFKA_VERSION = "4.3.1"
+CACHE_VARIABLE = "REBALANCE_MONITOR_JARS"
+COMPLETE = "COMPLETE"
+# What spark-sql-kafka needs beyond the jars pyspark ships (lz4, snappy, zstd and slf4j are
+# there already, at the versions Spark was built with).
+SPARK_KAFKA_ARTIFACTS = ("spark-sql-kafka-0-10_2.13", "spark-token-provider-kafka-0-10_2.13",
+                         "kafka-clients", "commons-pool2")
+
+
+def cache_root() -> Path:
+    configured = os.environ.get(CACHE_VARIABLE)
+    return Path(configured) if configured else Path.home() / ".cache" / "rebalance-monitor" / "jars"
+
+
+def pyspark_version() -> str:
+    return version("pyspark")
+
+
+def kafka_broker_dir() -> Path:
+    return cache_root() / f"kafka-{KAFKA_VERSION}"
+
+
+def spark_kafka_dir(spark_version: str | None = None) -> Path:
+    return cache_root() / f"spark-sql-kafka-{spark_version or pyspark_version()}"
+
+
+def _complete_jars(folder: Path) -> list[Path] | None:
+    if not (folder / COMPLETE).is_file():
+        return None
+    return sorted(folder.glob("*.jar"))
+
+
+def kafka_broker_jars() -> list[Path] | None:
+    return _complete_jars(kafka_broker_dir())
+
+
+def spark_kafka_jars(spark_version: str | None = None) -> list[Path] | None:
+    return _complete_jars(spark_kafka_dir(spark_version))
+
+
+def jar_version(jar: Path, artifact: str) -> str:
+    """The version in a Maven jar's file name: jar_version(Path("a-1.2.jar"), "a") == "1.2"."""
+    stem = jar.name.removesuffix(".jar")
+    if not stem.startswith(artifact + "-"):
+        raise ValueError(f"{jar.name} is not a jar of {artifact}")
+    return stem.removeprefix(artifact + "-")
+
+
+def spark_kafka_conf() -> dict[str, str]:
+    """spark.jars for a session this process builds: Spark's Kafka source from the cache, or
+    nothing when it is not fetched (spark-submit --packages can still bring it)."""
+    found = spark_kafka_jars()
+    return {"spark.jars": ",".join(str(jar) for jar in found)} if found else {}

@@ -1,0 +1,209 @@
+"""Start and stop a real Apache Kafka broker: one KRaft node that is broker and controller,
+on 127.0.0.1, from the jars scripts/fetch_jars.py puts in the cache (streaming/jars.py).
+
+    with ApacheKafkaBroker(workdir) as broker:
+        create_topic(broker.bootstrap_servers, "rebalance.events", partitions=4)
+        broker.sasl_bootstrap_servers     # the SASL_PLAINTEXT listener (PLAIN and SCRAM)
+
+Each start formats a fresh log directory under `workdir`, so topics live as long as the
+process. The SASL listener knows the users in `sasl_users`: PLAIN checks them against the
+listener's JAAS line, SCRAM-SHA-256/512 against credentials written at format time.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import subprocess
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+
+from streaming import jars
+from streaming.embedded_broker import BrokerUnavailable, _answers_metadata, free_port
+
+log = logging.getLogger(__name__)
+
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+DEFAULT_SASL_USERS = {"rebalance-monitor": "rebalance-monitor-secret"}
+# Replication 1 everywhere: one node. No initial rebalance delay: tests wait for what they
+# assert, and a classic group would otherwise sit 3 s in PreparingRebalance.
+SINGLE_NODE_SETTINGS = {
+    "num.partitions": "1",
+    "offsets.topic.replication.factor": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    "auto.create.topics.enable": "true",
+}
+LOG4J2 = """\
+rootLogger.level = WARN
+rootLogger.appenderRef.file.ref = file
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log_path}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+logger.kafka.name = kafka
+logger.kafka.level = INFO
+"""
+
+
+def _cluster_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _jaas_plain_users(users: Mapping[str, str]) -> str:
+    entries = " ".join(f'user_{name}="{password}"' for name, password in users.items())
+    return f"org.apache.kafka.common.security.plain.PlainLoginModule required {entries};"
+
+
+def server_properties(ports: Mapping[str, int], log_dir: Path,
+                      users: Mapping[str, str]) -> dict[str, str]:
+    plain, sasl, controller = ports["PLAINTEXT"], ports["SASL_PLAINTEXT"], ports["CONTROLLER"]
+    settings = {
+        "process.roles": "broker,controller",
+        "node.id": "1",
+        "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller}",
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl},"
+                     f"CONTROLLER://127.0.0.1:{controller}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map":
+            "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "sasl.enabled.mechanisms": ",".join(("PLAIN", *SCRAM_MECHANISMS)),
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": _jaas_plain_users(users),
+        "log.dirs": str(log_dir),
+        **SINGLE_NODE_SETTINGS,
+    }
+    for mechanism in SCRAM_MECHANISMS:
+        settings[f"listener.name.sasl_plaintext.{mechanism.lower()}.sasl.jaas.config"] = (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;")
+    return settings
+
+
+class ApacheKafkaBroker:
+    """One Apache Kafka JVM; start() formats its storage, launches it and waits until it
+    answers a metadata request."""
+
+    def __init__(self, workdir: Path, sasl_users: Mapping[str, str] = DEFAULT_SASL_USERS,
+                 heap: str = "512m", start_timeout_s: float = 60.0,
+                 stop_timeout_s: float = 15.0) -> None:
+        self.workdir = Path(workdir)
+        self.sasl_users = dict(sasl_users)
+        self.heap = heap
+        self.start_timeout_s = start_timeout_s
+        self.stop_timeout_s = stop_timeout_s
+        self.ports: dict[str, int] = {}
+        self.log_path = self.workdir / "server.log"
+        self._process: subprocess.Popen | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self._address("PLAINTEXT")
+
+    @property
+    def sasl_bootstrap_servers(self) -> str:
+        return self._address("SASL_PLAINTEXT")
+
+    def _address(self, listener: str) -> str:
+        if self._process is None:
+            raise BrokerUnavailable("the Kafka broker is not started")
+        return f"127.0.0.1:{self.ports[listener]}"
+
+    @property
+    def pid(self) -> int:
+        if self._process is None:
+            raise BrokerUnavailable("the Kafka broker is not started")
+        return self._process.pid
+
+    def _classpath(self) -> str:
+        found = jars.kafka_broker_jars()
+        if not found:
+            raise BrokerUnavailable(
+                f"no Apache Kafka {jars.KAFKA_VERSION} jars in {jars.kafka_broker_dir()}: "
+                "run `make jars` (or python scripts/fetch_jars.py kafka-broker)")
+        return ":".join(str(jar) for jar in found)
+
+    def _java(self, main_class: str, *arguments: str) -> list[str]:
+        return ["java", f"-Xmx{self.heap}", f"-Xms{self.heap}", "-XX:+UseG1GC",
+                f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.properties'}",
+                "-cp", self._classpath(), main_class, *arguments]
+
+    def _write_config(self) -> Path:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.ports = {name: free_port() for name in ("PLAINTEXT", "SASL_PLAINTEXT", "CONTROLLER")}
+        settings = server_properties(self.ports, self.workdir / "data", self.sasl_users)
+        config = self.workdir / "server.properties"
+        config.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
+        (self.workdir / "log4j2.properties").write_text(LOG4J2.format(log_path=self.log_path))
+        return config
+
+    def _format(self, config: Path) -> None:
+        scram = [argument for name, password in self.sasl_users.items()
+                 for mechanism in SCRAM_MECHANISMS
+                 for argument in ("--add-scram", f"{mechanism}=[name={name},password={password}]")]
+        command = self._java("kafka.tools.StorageTool", "format", "-t", _cluster_id(),
+                             "-c", str(config), "--standalone", *scram)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            raise BrokerUnavailable(f"formatting Kafka's storage failed: {done.stdout[-800:]}"
+                                    f"{done.stderr[-800:]}")
+
+    def start(self) -> ApacheKafkaBroker:
+        if self._process is not None:
+            raise BrokerUnavailable("the Kafka broker is already started")
+        config = self._write_config()
+        self._format(config)
+        with (self.workdir / "stdout.log").open("ab") as output:
+            self._process = subprocess.Popen(
+                self._java("kafka.Kafka", str(config)), stdin=subprocess.DEVNULL,
+                stdout=output, stderr=subprocess.STDOUT)
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        log.info("Apache Kafka %s ready at %s (log %s)", jars.KAFKA_VERSION,
+                 self.bootstrap_servers, self.log_path)
+        return self
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise BrokerUnavailable(
+                    f"Kafka exited with code {self._process.returncode}: {self._log_tail()}")
+            if _answers_metadata(self.bootstrap_servers, timeout_s=1.0):
+                return
+            time.sleep(0.2)  # poll interval while the JVM starts, bounded by deadline
+        raise BrokerUnavailable(f"Kafka did not answer within {self.start_timeout_s}s: "
+                                f"{self._log_tail()}")
+
+    def _log_tail(self, size: int = 2000) -> str:
+        tails = [path.read_bytes()[-size:].decode("utf-8", "replace")
+                 for path in (self.workdir / "stdout.log", self.log_path) if path.exists()]
+        return "\n".join(tails) or "(no log)"
+
+    def stop(self) -> None:
+        """SIGTERM (a controlled shutdown), SIGKILL after stop_timeout_s."""
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            process.wait(timeout=self.stop_timeout_s)
+        except subprocess.TimeoutExpired:
+            log.warning("Kafka did not stop within %ss: killing it", self.stop_timeout_s)
+            process.kill()
+            process.wait(timeout=self.stop_timeout_s)
+
+    def __enter__(self) -> ApacheKafkaBroker:
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
