@@ -6,11 +6,11 @@
 # Spark's Kafka connector is not part of pyspark's wheel. It is resolved once, at build time, by
 # spark-submit --packages (Ivy, from Maven Central) for exactly the pinned Spark version, and put
 # on every session's classpath through spark-defaults.conf, so `--source kafka` works offline at
-# run time. SPARK_VERSION must equal the pyspark the project is tested with
-# (tests/unit/test_compose.py checks it against the installed pyspark).
+# run time. SPARK_VERSION must equal the pyspark that constraints.txt pins, which is a version
+# whose connector exists on Maven Central (tests/unit/test_compose.py checks both).
 FROM python:3.11-slim-bookworm
 
-ARG SPARK_VERSION=4.3.0
+ARG SPARK_VERSION=4.2.0
 ARG SCALA_BINARY_VERSION=2.13
 
 # Java runs Spark; procps gives `ps`, which Spark's launch scripts call.
@@ -42,10 +42,10 @@ RUN set -eux; \
     chmod -R a+rX /opt/spark
 
 WORKDIR /opt/rebalance-monitor
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY streaming ./streaming
 COPY producers ./producers
-RUN pip install "pyspark==${SPARK_VERSION}" . \
+RUN pip install -c constraints.txt "pyspark==${SPARK_VERSION}" . \
  && python -c "import pyspark, sys; sys.exit(pyspark.__version__ != '${SPARK_VERSION}')"
 
 RUN useradd --create-home --uid 10001 monitor \

@@ -124,15 +124,22 @@ def test_topic_init_creates_the_jobs_topics():
     assert "--if-not-exists" in script
 
 
+def pinned(package: str) -> str:
+    lines = (REPO / "constraints.txt").read_text().splitlines()
+    (pin,) = [line.split("==")[1] for line in lines if line.lower().startswith(package + "==")]
+    return pin
+
+
 def test_dockerfile_pins_the_connector_to_the_installed_pyspark():
     spark_version = dockerfile_arg("SPARK_VERSION")
     scala = dockerfile_arg("SCALA_BINARY_VERSION")
-    assert spark_version == version("pyspark") == "4.3.0"
+    assert spark_version == version("pyspark") == pinned("pyspark")
     assert (PYSPARK_JARS / f"spark-core_{scala}-{spark_version}.jar").is_file()
     text = DOCKERFILE.read_text()
     assert ('--packages "org.apache.spark:spark-sql-kafka-0-10_${SCALA_BINARY_VERSION}:'
             '${SPARK_VERSION}"') in text
     assert 'pip install "pyspark==${SPARK_VERSION}"' in text
+    assert 'pip install -c constraints.txt "pyspark==${SPARK_VERSION}" .' in text
     assert "SPARK_CONF_DIR=/opt/spark/conf" in text
 
 
