@@ -35,6 +35,7 @@ import sys
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 
 from producers.health import (
     PollHealth,
@@ -46,6 +47,12 @@ from producers.health import (
 )
 from streaming.delivery import DeliveryStats, Outbox, Record, RetryPolicy
 from streaming.exporter.health import DeliveryCollector
+from streaming.kafka_options import (
+    KafkaClientOptions,
+    KafkaOptionError,
+    for_kafka_python,
+    options_or_exit,
+)
 
 log = logging.getLogger("rebalance_monitor.observe_kafka")
 
@@ -186,13 +193,15 @@ class KafkaGroupObserver:
     this poll: its members stay as they were, none is unregistered on a transient error."""
 
     def __init__(self, bootstrap_servers: str, health: PollHealth | None = None,
-                 timeout_s: float = 10.0, admin_factory=None, metadata_factory=None) -> None:
+                 timeout_s: float = 10.0, admin_factory=None, metadata_factory=None,
+                 client_options: KafkaClientOptions | None = None) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.health = health or PollHealth("observe-kafka poll", logger=log)
         self.timeout_s = timeout_s
         self.previous: dict[str, tuple[str, ...]] = {}
-        self._admin_factory = admin_factory or _kafka_python_admin
-        self._metadata_factory = metadata_factory or _confluent_admin
+        options = client_options or NO_OPTIONS
+        self._admin_factory = admin_factory or partial(_kafka_python_admin, options=options)
+        self._metadata_factory = metadata_factory or partial(_confluent_admin, options=options)
         self._admin = None
         self._metadata = None
         self.groups_seen = 0
@@ -260,21 +269,26 @@ class KafkaGroupObserver:
 # Reconnect attempts back off up to this, so the first poll after an outage finds the
 # connection up (the clients' defaults, 30 s and 10 s, would cost several polls).
 MAX_RECONNECT_BACKOFF_S = 2.0
+NO_OPTIONS = KafkaClientOptions()
 
 
-def _kafka_python_admin(bootstrap_servers: str, timeout_s: float):
+def _kafka_python_admin(bootstrap_servers: str, timeout_s: float,
+                        options: KafkaClientOptions = NO_OPTIONS):
     ms = int(timeout_s * 1000)
-    return _admin_class()(bootstrap_servers=bootstrap_servers, request_timeout_ms=ms,
+    return _admin_class()(bootstrap_servers=bootstrap_servers, **for_kafka_python(options),
+                          request_timeout_ms=ms,
                           bootstrap_timeout_ms=ms, socket_connection_setup_timeout_ms=ms,
                           socket_connection_setup_timeout_max_ms=ms,
                           reconnect_backoff_max_ms=int(MAX_RECONNECT_BACKOFF_S * 1000))
 
 
-def _confluent_admin(bootstrap_servers: str, timeout_s: float):
+def _confluent_admin(bootstrap_servers: str, timeout_s: float,
+                     options: KafkaClientOptions = NO_OPTIONS):
     from confluent_kafka.admin import AdminClient
 
     # Failures are raised to the poll, counted and logged there: not librdkafka's own log lines.
-    return AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 0,
+    return AdminClient({**options.for_librdkafka(),
+                        "bootstrap.servers": bootstrap_servers, "log_level": 0,
                         "reconnect.backoff.max.ms": int(MAX_RECONNECT_BACKOFF_S * 1000)})
 
 
@@ -298,6 +312,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the cluster whose groups are observed")
     parser.add_argument("--events-bootstrap-servers",
                         help="where to publish events (default: --bootstrap-servers)")
+    parser.add_argument("--kafka-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Kafka client setting, librdkafka's name, e.g. "
+                             "security.protocol=SASL_SSL (docs/deploy.md), for the observed "
+                             "cluster and the events producer; repeatable")
+    parser.add_argument("--events-kafka-option", action="append", default=[],
+                        metavar="KEY=VALUE",
+                        help="the events producer's settings instead of --kafka-option, for "
+                             "an events cluster that is not the observed one; repeatable")
     parser.add_argument("--topic", default="rebalance.events")
     parser.add_argument("--interval", type=float, default=10.0, help="seconds between polls")
     parser.add_argument("--timeout", type=float, default=10.0,
@@ -321,11 +343,13 @@ def main(args: argparse.Namespace) -> int:
     kafka_level = kafka_log.level
     kafka_log.setLevel(logging.CRITICAL)
     try:
+        observed, events = _client_options(args)
         health = PollHealth("observe-kafka poll", logger=log)
         observer = KafkaGroupObserver(args.bootstrap_servers, health,
-                                      timeout_s=getattr(args, "timeout", 10.0))
+                                      timeout_s=getattr(args, "timeout", 10.0),
+                                      client_options=observed)
         outbox = None if args.stdout else _outbox(args.events_bootstrap_servers
-                                                  or args.bootstrap_servers)
+                                                  or args.bootstrap_servers, events)
         serve_metrics(getattr(args, "metrics_port", None),
                       getattr(args, "metrics_host", "0.0.0.0"),
                       *([health] if outbox is None else [health, DeliveryCollector(outbox.stats)]))
@@ -358,10 +382,23 @@ PRODUCER_SETTINGS = {"linger.ms": 20, "message.timeout.ms": 60_000}
 CLOSE_TIMEOUT_S = 30.0
 
 
-def _outbox(bootstrap_servers: str) -> Outbox:
+def _client_options(args: argparse.Namespace) -> tuple[KafkaClientOptions, KafkaClientOptions]:
+    """(observed cluster's, events producer's) options; each refusal ends the command."""
+    observed = options_or_exit("observe-kafka", getattr(args, "kafka_option", []))
+    try:
+        for_kafka_python(observed)
+    except KafkaOptionError as error:
+        raise SystemExit(
+            f"rebalance-monitor observe-kafka: error: --kafka-option: {error}") from None
+    events = getattr(args, "events_kafka_option", [])
+    return observed, options_or_exit("observe-kafka", events) if events else observed
+
+
+def _outbox(bootstrap_servers: str, options: KafkaClientOptions) -> Outbox:
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap_servers, **PRODUCER_SETTINGS})
+    producer = Producer({**PRODUCER_SETTINGS, **options.for_librdkafka(),
+                         "bootstrap.servers": bootstrap_servers})
     return Outbox(producer, DeliveryStats(), RetryPolicy(attempts=3)).start()
 
 

@@ -212,16 +212,17 @@ class EmbeddedBroker:
 
 def create_topic(
     bootstrap_servers: str, name: str, partitions: int = 1, timeout_s: float = 15.0,
-    config: dict[str, str] | None = None,
+    config: dict[str, str] | None = None, client_settings: dict[str, str] | None = None,
 ) -> None:
     """Create a topic with `partitions` partitions and wait until metadata shows all of them.
 
     An existing topic with the same partition count is accepted; a different count is an error.
+    `client_settings`: librdkafka settings of the admin client (security, for example).
     """
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    admin = AdminClient({**(client_settings or {}), "bootstrap.servers": bootstrap_servers})
     futures = admin.create_topics(
         [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})],
         request_timeout=timeout_s,

@@ -28,6 +28,7 @@ from producers.rocketmq.observer import ObserverOptions, RocketMQObserver
 from producers.rocketmq.remoting import AclSigner, RemotingClient
 from streaming.delivery import DeliveryStats, Outbox, Record, RetryPolicy
 from streaming.exporter.health import DeliveryCollector
+from streaming.kafka_options import options_or_exit
 
 log = logging.getLogger("rebalance_monitor.observe_rocketmq")
 
@@ -66,7 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="serve the bridge's own metrics on this port (default: none)")
     add("--metrics-host", default="0.0.0.0")
     add("--kafka-option", action="append", default=[], metavar="KEY=VALUE",
-        help="a librdkafka setting for the events producer, e.g. security.protocol=SASL_SSL")
+        help="a setting for the events producer, librdkafka's name, e.g. "
+             "security.protocol=SASL_SSL (docs/deploy.md); repeatable")
     add("--cluster", default=None, metavar="NAME",
         help="the cluster's name in the events; the job shows a cluster that goes silent and "
              "keeps its groups stale (default: observe-rocketmq@ the first --namesrv address)")
@@ -136,7 +138,7 @@ def _outbox(args: argparse.Namespace) -> Outbox:
     from confluent_kafka import Producer
 
     settings = {"bootstrap.servers": args.bootstrap_servers, **PRODUCER_SETTINGS,
-                **dict(option.split("=", 1) for option in args.kafka_option)}
+                **options_or_exit("observe-rocketmq", args.kafka_option).for_librdkafka()}
     return Outbox(Producer(settings), DeliveryStats(), RetryPolicy(attempts=3)).start()
 
 

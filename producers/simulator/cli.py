@@ -47,6 +47,7 @@ from producers.simulator.clock import DEFAULT_EPOCH_MS, FastClock, RealtimeClock
 from producers.simulator.scenarios import SCENARIOS, Scenario, Steady
 from streaming.delivery import RETRIABLE, DeliveryStats, cause_of
 from streaming.exporter.health import DeliveryCollector
+from streaming.kafka_options import options_or_exit
 
 log = logging.getLogger("rebalance_monitor.simulate")
 
@@ -88,7 +89,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--attempts", type=int, default=3,
                         help="deliveries per event when the broker fails with a retriable cause")
     parser.add_argument("--kafka-option", action="append", default=[], metavar="KEY=VALUE",
-                        help="a librdkafka producer setting, e.g. message.timeout.ms=60000")
+                        help="a Kafka client setting, librdkafka's name, e.g. "
+                             "security.protocol=SASL_SSL (docs/deploy.md); repeatable")
     add_metrics_arguments(parser, "event delivery counts by cause (rebalance_monitor_produce_*) "
                                   "and events produced")
 
@@ -265,7 +267,8 @@ def produce(events, bootstrap: str, topic: str, rate: RateLimit, *,
 
 
 def create_topic_when_answered(bootstrap: str, topic: str, partitions: int,
-                               max_backoff_s: float = 30.0) -> None:
+                               max_backoff_s: float = 30.0,
+                               settings: dict[str, str] | None = None) -> None:
     """--create-topic: an unreachable broker is waited for (logged once per change), not fatal."""
     from streaming.embedded_broker import create_topic
 
@@ -273,7 +276,7 @@ def create_topic_when_answered(bootstrap: str, topic: str, partitions: int,
     backoff = 1.0
     while True:
         try:
-            create_topic(bootstrap, topic, partitions=partitions)
+            create_topic(bootstrap, topic, partitions=partitions, client_settings=settings)
         except ValueError:
             raise  # exists with another partition count: a configuration error
         except Exception as exc:  # noqa: BLE001 - the broker is down or slow: wait for it
@@ -319,10 +322,11 @@ def _main(args: argparse.Namespace) -> int:
         sys.stdout.flush()
     elif args.bootstrap_servers:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+        settings = options_or_exit("simulate", args.kafka_option).for_librdkafka()
         if args.create_topic:
-            create_topic_when_answered(args.bootstrap_servers, args.topic, args.create_topic)
+            create_topic_when_answered(args.bootstrap_servers, args.topic, args.create_topic,
+                                       settings=settings)
         stats = DeliveryStats()
-        settings = dict(option.split("=", 1) for option in args.kafka_option)
         sender = EventProducer(new_producer(args.bootstrap_servers, settings), args.topic, stats,
                                args.attempts)
         serve_metrics(args.metrics_port, args.metrics_host, DeliveryCollector(stats),

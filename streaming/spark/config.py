@@ -17,6 +17,7 @@ from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any
 
 from streaming.core.step import StepConfig
+from streaming.kafka_options import KafkaOptionError, parse_kafka_options
 from streaming.spark.offset_ranges import parse_bool, parse_positive_int
 from streaming.spark.source import SOURCES
 
@@ -120,8 +121,9 @@ class JobConfig:
         "stop when offsets the query needs are gone", _on_off, default=True,
         metavar="ON|OFF", shown_default="on")
     kafka_options: dict[str, str] = option(
-        "client setting passed to every Kafka client, e.g. security.protocol=SASL_SSL; "
-        "repeatable, and the variable holds one KEY=VALUE a line (flags come after it)",
+        "Kafka client setting, librdkafka's name, e.g. security.protocol=SASL_SSL; Spark's "
+        "Java reader gets it translated (docs/deploy.md); repeatable, and the variable holds "
+        "one KEY=VALUE a line (flags come after it)",
         _kafka_option, default_factory=dict, flag="kafka-option", repeated=True,
         metavar="KEY=VALUE", shown_default="none")
     findings_topic: str = option(
@@ -186,7 +188,8 @@ class JobConfig:
 
     def producer_options(self) -> dict[str, str]:
         """confluent-kafka settings for the findings and dead-letter producer."""
-        return {"bootstrap.servers": self.bootstrap_servers, **self.kafka_options}
+        return {"bootstrap.servers": self.bootstrap_servers,
+                **parse_kafka_options(self.kafka_options).for_librdkafka()}
 
 
 def _field_names(cls) -> list[str]:
@@ -279,4 +282,16 @@ def config_from_args(args: argparse.Namespace) -> JobConfig:
         else:
             value = default_of(each)
         values[each.name] = value
-    return JobConfig(**values)
+    return _with_checked_kafka_options(JobConfig(**values))
+
+
+def _with_checked_kafka_options(config: JobConfig) -> JobConfig:
+    """Both client kinds' forms of --kafka-option are built once here, so an option that
+    cannot be translated (or a certificate the Java client cannot read) stops the start."""
+    try:
+        client = parse_kafka_options(config.kafka_options)
+        if config.source != "embedded":
+            client.for_java()
+    except KafkaOptionError as error:
+        raise SystemExit(f"rebalance-monitor run: error: --kafka-option: {error}") from None
+    return config

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -30,36 +29,20 @@ MANAGED_SETTINGS = frozenset({
     "group.id", "enable.auto.commit", "enable.auto.offset.store", "auto.offset.reset",
     "enable.partition.eof", "key.deserializer", "value.deserializer", "bootstrap.servers",
 })
-_JAAS_FIELD = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
 def client_settings(bootstrap_servers: str, kafka_options: Mapping[str, str]) -> dict:
-    """librdkafka settings from Spark-style `kafka.*` options (prefix already removed).
+    """librdkafka settings from Spark-style `kafka.*` options (prefix already removed), which
+    are librdkafka's already (streaming/kafka_options.py translated them).
 
-    Java's `sasl.jaas.config` (PLAIN / SCRAM login modules) becomes sasl.username/password;
-    every other setting is passed as is, so librdkafka names work and unknown ones fail loudly.
-
-    >>> client_settings("b:9092", {"security.protocol": "SASL_SSL", "sasl.jaas.config":
-    ...     'o.a.k.c.s.plain.PlainLoginModule required username="u" password="p";'})
-    {'bootstrap.servers': 'b:9092', 'security.protocol': 'SASL_SSL', 'sasl.username': 'u', \
-'sasl.password': 'p'}
+    >>> client_settings("b:9092", {"security.protocol": "SASL_SSL", "sasl.username": "u"})
+    {'bootstrap.servers': 'b:9092', 'security.protocol': 'SASL_SSL', 'sasl.username': 'u'}
     """
     settings = {"bootstrap.servers": bootstrap_servers}
     for key, value in kafka_options.items():
         if key in MANAGED_SETTINGS:
             raise ValueError(f"kafka.{key} is managed by the reader and cannot be set")
-        if key == "sasl.jaas.config":
-            fields = {name: re.sub(r"\\(.)", r"\1", quoted)
-                      for name, quoted in _JAAS_FIELD.findall(str(value))}
-            if set(fields) != {"username", "password"}:
-                raise ValueError(
-                    "kafka.sasl.jaas.config: only PLAIN/SCRAM login modules with username "
-                    "and password are understood; set kafka.sasl.username/sasl.password instead"
-                )
-            settings["sasl.username"] = fields["username"]
-            settings["sasl.password"] = fields["password"]
-        else:
-            settings[key] = str(value)
+        settings[key] = str(value)
     return settings
 
 

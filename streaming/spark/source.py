@@ -8,9 +8,9 @@
 
 `source`: "kafka" (needs spark-sql-kafka on the classpath), "embedded" (format
 "rebalance_kafka", confluent-kafka on the executors) or "auto" (kafka when its classes load).
-`kafka_options` are client settings without the "kafka." prefix; both sources receive them as
-`kafka.<name>` options. The built-in source wants Java client names, the embedded one librdkafka
-names (it translates a PLAIN/SCRAM sasl.jaas.config).
+`kafka_options` are client settings in librdkafka's names (streaming/kafka_options.py), a
+"kafka." prefix allowed; each source receives them as `kafka.<name>` options in its client's
+form: the Java client's for the built-in source, librdkafka's for the embedded one.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from streaming.kafka_options import KafkaClientOptions, parse_kafka_options
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +54,15 @@ class SourceConfig:
         }
         if "bootstrap.servers" in options:
             raise ValueError("set bootstrap_servers, not kafka_options['bootstrap.servers']")
+        parse_kafka_options(options)  # refused here, with a one-line reason, or never
         object.__setattr__(self, "kafka_options", options)  # a copy; stays picklable
 
-    def spark_options(self) -> dict[str, str]:
-        """Reader options, the same for both formats."""
+    def client_options(self) -> KafkaClientOptions:
+        return parse_kafka_options(self.kafka_options)
+
+    def spark_options(self, chosen: str = "kafka") -> dict[str, str]:
+        """Reader options of the chosen source ("kafka" or "embedded"): the same but for the
+        client settings, which each gets in its own client's names."""
         options = {
             "kafka.bootstrap.servers": self.bootstrap_servers,
             "subscribe": self.topic,
@@ -64,7 +71,9 @@ class SourceConfig:
         }
         if self.max_offsets_per_trigger is not None:
             options["maxOffsetsPerTrigger"] = str(self.max_offsets_per_trigger)
-        options.update({f"kafka.{key}": value for key, value in self.kafka_options.items()})
+        client = self.client_options()
+        settings = client.for_java() if chosen == "kafka" else client.for_librdkafka()
+        options.update({f"kafka.{key}": value for key, value in settings.items()})
         return options
 
 
@@ -110,16 +119,14 @@ def read_event_stream(spark, config: SourceConfig):
             )
         data_format = "kafka"
     reader = spark.readStream.format(data_format)
-    for key, value in config.spark_options().items():
+    for key, value in config.spark_options(chosen).items():
         reader = reader.option(key, value)
     return reader.load().select(*EVENT_COLUMNS)
 
 
 def describe(config: SourceConfig) -> str:
     """One line for logs, without secrets."""
-    hidden = {key: "***" if "password" in key or "jaas" in key else value
-              for key, value in config.kafka_options.items()}
     return json.dumps({
         "source": config.source, "bootstrap": config.bootstrap_servers, "topic": config.topic,
-        "startingOffsets": config.starting_offsets, "kafka": hidden,
+        "startingOffsets": config.starting_offsets, "kafka": config.client_options().redacted(),
     })

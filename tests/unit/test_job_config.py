@@ -261,6 +261,37 @@ def test_kafka_options_come_from_the_variable_then_the_flags(monkeypatch):
                                     "sasl.mechanism": "SCRAM-SHA-512", "a": "b=c"}
 
 
+@pytest.mark.parametrize(("option", "told"), [
+    ("sasl.jaas.config=x", "sasl.username and sasl.password"),
+    ("ssl.truststore.location=/x.jks", "ssl.ca.location"),
+    ("sasl.username=u", "needs sasl.password"),
+])
+def test_a_kafka_option_one_client_cannot_take_stops_the_start_in_one_line(option, told):
+    with pytest.raises(SystemExit) as exited:
+        parse("--kafka-option", option)
+    message = str(exited.value.code)
+    assert message.startswith("rebalance-monitor run: error: --kafka-option: ")
+    assert told in message and "\n" not in message
+
+
+def test_a_client_key_the_java_client_cannot_read_stops_the_start(tmp_path):
+    (tmp_path / "client.pem").write_text("-----BEGIN CERTIFICATE-----\nx\n")
+    (tmp_path / "client.key").write_text("-----BEGIN RSA PRIVATE KEY-----\nx\n")
+    options = ["ssl.certificate.location=" + str(tmp_path / "client.pem"),
+               "ssl.key.location=" + str(tmp_path / "client.key")]
+    with pytest.raises(SystemExit, match="PKCS#8"):
+        parse("--source", "kafka", *(a for o in options for a in ("--kafka-option", o)))
+    # The embedded reader and the producers use librdkafka, which reads that key.
+    assert parse("--source", "embedded",
+                 *(a for o in options for a in ("--kafka-option", o))).kafka_options
+
+
+def test_the_findings_producer_gets_librdkafka_names():
+    config = parse("--kafka-option", "sasl.username=u", "--kafka-option", "sasl.password=p")
+    assert config.producer_options()["sasl.mechanism"] == "PLAIN"
+    assert "sasl.jaas.config" not in config.producer_options()
+
+
 def test_bootstrap_servers_are_required_from_the_flag_or_the_variable():
     with pytest.raises(SystemExit, match="--bootstrap-servers .or "
                                          "REBALANCE_MONITOR_BOOTSTRAP_SERVERS. is required"):

@@ -8,7 +8,13 @@ import pickle
 import pytest
 
 from streaming import kafka_options
-from streaming.kafka_options import KafkaClientOptions, KafkaOptionError, parse_kafka_options
+from streaming.kafka_options import (
+    KafkaClientOptions,
+    KafkaOptionError,
+    for_kafka_python,
+    options_or_exit,
+    parse_kafka_options,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -279,3 +285,28 @@ def test_a_later_key_wins():
     options = parse_kafka_options(["client.id=a", "client.id=b"])
 
     assert options.for_librdkafka() == {"client.id": "b"}
+
+
+def test_kafka_python_gets_its_own_keyword_names():
+    options = parse_kafka_options(["security.protocol=sasl_ssl", "sasl.username=u",
+                                   "sasl.password=p", "ssl.ca.location=/ca.pem",
+                                   "ssl.endpoint.identification.algorithm=none"])
+
+    assert for_kafka_python(options) == {
+        "security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN",
+        "sasl_plain_username": "u", "sasl_plain_password": "p", "ssl_cafile": "/ca.pem",
+        "ssl_check_hostname": False}
+
+
+def test_kafka_python_refuses_a_setting_it_has_no_name_for():
+    with pytest.raises(KafkaOptionError, match="librdkafka.linger.ms=VALUE"):
+        for_kafka_python(parse_kafka_options(["linger.ms=5"]))
+    assert for_kafka_python(parse_kafka_options(["librdkafka.linger.ms=5"])) == {}
+
+
+def test_a_command_line_refusal_ends_the_command_in_one_line():
+    with pytest.raises(SystemExit) as exited:
+        options_or_exit("simulate", ["sasl.jaas.config=x"])
+    message = str(exited.value.code)
+    assert message.startswith("rebalance-monitor simulate: error: --kafka-option: ")
+    assert "\n" not in message

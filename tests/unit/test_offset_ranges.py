@@ -99,16 +99,12 @@ def test_scalar_options_are_validated():
             call()
 
 
-def test_client_settings_translate_jaas_and_refuse_managed_keys():
-    jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
-            'username="alice" password="s3\\"cret";')
+def test_client_settings_pass_librdkafka_names_and_refuse_managed_keys():
     settings = client_settings("b:9093", {"security.protocol": "SASL_SSL",
                                           "sasl.mechanism": "SCRAM-SHA-512",
-                                          "sasl.jaas.config": jaas})
+                                          "sasl.username": "alice", "sasl.password": 's3"cret'})
     assert settings == {"bootstrap.servers": "b:9093", "security.protocol": "SASL_SSL",
                         "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice",
                         "sasl.password": 's3"cret'}
     with pytest.raises(ValueError, match="managed"):
         client_settings("b:9093", {"enable.auto.commit": "true"})
-    with pytest.raises(ValueError, match="jaas"):
-        client_settings("b:9093", {"sasl.jaas.config": "OAuthBearerLoginModule required;"})

@@ -71,9 +71,28 @@ def test_the_job_gives_the_source_its_fields_of_the_same_names():
 
 
 def test_describe_hides_secrets():
-    config = SourceConfig("b:9092", "t", kafka_options={"sasl.password": "s3cret",
-                                                        "sasl.jaas.config": "x password=\"p\""})
+    config = SourceConfig("b:9092", "t", kafka_options={
+        "sasl.username": "u", "sasl.password": "s3cret",
+        "java.sasl.jaas.config": "x password=\"p\""})
     assert "s3cret" not in describe(config) and '"p\\"' not in describe(config)
+
+
+def test_each_source_gets_the_options_in_its_clients_names():
+    config = SourceConfig("b:9092", "t", kafka_options={
+        "security.protocol": "sasl_plaintext", "sasl.username": "u", "sasl.password": "p"})
+    java = config.spark_options("kafka")
+    assert java["kafka.sasl.jaas.config"] == (
+        'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" '
+        'password="p";')
+    assert java["kafka.security.protocol"] == "SASL_PLAINTEXT" and "kafka.sasl.username" not in java
+    embedded = config.spark_options("embedded")
+    assert (embedded["kafka.sasl.username"], embedded["kafka.sasl.mechanism"]) == ("u", "PLAIN")
+    assert "kafka.sasl.jaas.config" not in embedded
+
+
+def test_an_option_only_the_java_client_reads_is_refused_with_the_librdkafka_name():
+    with pytest.raises(ValueError, match="sasl.username and sasl.password"):
+        SourceConfig("b:9092", "t", kafka_options={"sasl.jaas.config": "x"})
 
 
 class FakeConsumerWithTruncatedLog:
