@@ -41,6 +41,8 @@ from streaming.exporter import (
 )
 from streaming.exporter.health import DeliveryCollector, RestartCounter, SourceCollector
 from streaming.exporter.prerender import Prerender
+from streaming.jars import spark_kafka_conf
+from streaming.kafka_options import parse_kafka_options
 from streaming.spark import kafka_client
 from streaming.spark.batch_errors import bounded_failures
 from streaming.spark.checkpoint_files import HadoopTextFile, checkpoint_child, hadoop_path_exists
@@ -74,6 +76,8 @@ def build_session(config: JobConfig, master: str | None = None) -> SparkSession:
         # Not launched by spark-submit (which hands over its JVM and its --master): run locally.
         builder = builder.master("local[*]")
     builder = builder.config("spark.ui.showConsoleProgress", "false")
+    if config.source != "embedded":
+        builder = builder.config(map=spark_kafka_conf())
     if config.shuffle_partitions is not None:
         builder = builder.config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
     if config.state_store == "rocksdb":
@@ -95,6 +99,9 @@ def restore_snapshots(spark: SparkSession, checkpoint: str, store: SnapshotStore
     """Fill /metrics from the state store of the last committed batch, before any new event."""
     if not hadoop_path_exists(spark, checkpoint_child(checkpoint, "state")):
         return 0
+    # The state store reader asks the driver's StateStoreCoordinator, which pyspark 4.2 only
+    # registers with the session's StreamingQueryManager: before any query, create it.
+    spark.streams.active  # noqa: B018
     try:
         rows = spark.read.format("statestore").load(checkpoint).collect()
     except SparkRuntimeException as error:
@@ -191,7 +198,9 @@ class Monitor:
         self.delivery = DeliveryStats()
         self.restarts = RestartCounter()
         self.source_probe = SourceProbe(
-            kafka_client.client_settings(config.bootstrap_servers, config.kafka_options),
+            kafka_client.client_settings(
+                config.bootstrap_servers,
+                parse_kafka_options(config.kafka_options).for_librdkafka()),
             config.topic)
         self.registry = CollectorRegistry()
         self.registry.register(JobHealthCollector(self.store))
