@@ -28,8 +28,11 @@ log = logging.getLogger(__name__)
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 DEFAULT_SASL_USERS = {"rebalance-monitor": "rebalance-monitor-secret"}
 # Replication 1 everywhere: one node. No initial rebalance delay: tests wait for what they
-# assert, and a classic group would otherwise sit 3 s in PreparingRebalance.
+# assert, and a classic group would otherwise sit 3 s in PreparingRebalance. No time-based
+# retention: tests write records stamped with their events' times, years ago, which the default
+# 7 days would delete under a running job (Spark's source then reports the loss and stops).
 SINGLE_NODE_SETTINGS = {
+    "log.retention.ms": "-1",
     "num.partitions": "1",
     "offsets.topic.replication.factor": "1",
     "transaction.state.log.replication.factor": "1",
@@ -116,6 +119,10 @@ class ApacheKafkaBroker:
         return f"127.0.0.1:{self.ports[listener]}"
 
     @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    @property
     def pid(self) -> int:
         if self._process is None:
             raise BrokerUnavailable("the Kafka broker is not started")
@@ -147,8 +154,9 @@ class ApacheKafkaBroker:
         scram = [argument for name, password in self.sasl_users.items()
                  for mechanism in SCRAM_MECHANISMS
                  for argument in ("--add-scram", f"{mechanism}=[name={name},password={password}]")]
-        command = self._java("kafka.tools.StorageTool", "format", "-t", _cluster_id(),
-                             "-c", str(config), "--standalone", *scram)
+        # "=": a base64 cluster id may start with "-", which would read as an option.
+        command = self._java("kafka.tools.StorageTool", "format", f"--cluster-id={_cluster_id()}",
+                             f"--config={config}", "--standalone", *scram)
         done = subprocess.run(command, capture_output=True, text=True, timeout=120)
         if done.returncode != 0:
             raise BrokerUnavailable(f"formatting Kafka's storage failed: {done.stdout[-800:]}"

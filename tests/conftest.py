@@ -1,29 +1,46 @@
 """Shared fixtures for integration tests. All lazy: a unit-only run starts nothing.
 
 - kafka_bootstrap -> "host:port" of one broker for the whole session, chosen once:
-  KAFKA_BOOTSTRAP_SERVERS if set (an explicit choice wins), else testcontainers' KafkaContainer
-  when a Docker engine answers, else the embedded broker (tansu). kafka_broker_kind says which.
+  KAFKA_BOOTSTRAP_SERVERS if set (an explicit choice wins), else the broker that
+  REBALANCE_MONITOR_TEST_BROKER names: "apache" (the default: Apache Kafka from the jar cache,
+  streaming/kafka_broker.py), "docker" (testcontainers' KafkaContainer) or "embedded" (tansu).
+  kafka_broker_kind says which.
+- kafka_sasl -> SaslListener(bootstrap, username, password) of the Apache broker's
+  SASL_PLAINTEXT listener (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512); skips on other brokers.
 - make_topic(partitions=1) -> a fresh topic name, created with that many partitions.
 - unique_topic -> make_topic(); partitions through indirect parametrization:
       @pytest.mark.parametrize("unique_topic", [3], indirect=True)
 - produce(topic, values, key=None, partition=None, flush_every=None) -> count produced.
   flush_every=n flushes after every n records, so the log holds several record batches.
-- spark -> a local[2] SparkSession (RocksDB state store, UI off, "rebalance_kafka" registered).
+- spark -> a local[2] SparkSession (RocksDB state store, UI off, "rebalance_kafka" registered,
+  Spark's Kafka source loaded from the jar cache).
+- tests/environment.py's TEST_SOURCE: the job's source in the integration tests,
+  REBALANCE_MONITOR_TEST_SOURCE or "kafka" (Spark's own); "embedded" runs them on the
+  project's reader.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import sys
 import uuid
+from typing import NamedTuple
 
 import pytest
 
 log = logging.getLogger("tests.fixtures")
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+BROKERS = ("apache", "docker", "embedded")
+
+
+class SaslListener(NamedTuple):
+    bootstrap: str
+    username: str
+    password: str
 
 
 def _docker_answers() -> bool:
@@ -37,29 +54,43 @@ def _docker_answers() -> bool:
 
 
 @pytest.fixture(scope="session")
-def _kafka_broker():
-    """(kind, bootstrap) for the session; stops what it started."""
+def _kafka_broker(tmp_path_factory):
+    """(kind, bootstrap, broker object or None) for the session; stops what it started."""
     explicit = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if explicit:
         log.warning("tests use the broker at KAFKA_BOOTSTRAP_SERVERS=%s", explicit)
-        yield "env", explicit
+        yield "env", explicit, None
         return
-    if _docker_answers():
+    kind = os.environ.get("REBALANCE_MONITOR_TEST_BROKER", "apache")
+    if kind not in BROKERS:
+        pytest.exit(f"REBALANCE_MONITOR_TEST_BROKER must be one of {BROKERS}, got {kind!r}", 2)
+    with _start_broker(kind, tmp_path_factory.mktemp("kafka")) as (bootstrap, broker):
+        log.warning("tests use the %s broker at %s", kind, bootstrap)
+        yield kind, bootstrap, broker
+
+
+@contextlib.contextmanager
+def _start_broker(kind: str, workdir):
+    if kind == "apache":
+        from streaming.kafka_broker import ApacheKafkaBroker
+
+        with ApacheKafkaBroker(workdir) as broker:
+            yield broker.bootstrap_servers, broker
+    elif kind == "docker":
+        if not _docker_answers():
+            pytest.exit("REBALANCE_MONITOR_TEST_BROKER=docker, but no Docker engine answers", 2)
         try:
             from testcontainers.community.kafka import KafkaContainer
         except ImportError:  # testcontainers < 4.10
             from testcontainers.kafka import KafkaContainer
 
         with KafkaContainer() as container:
-            bootstrap = container.get_bootstrap_server()
-            log.warning("tests use a Kafka container at %s", bootstrap)
-            yield "docker", bootstrap
-        return
-    from streaming.embedded_broker import EmbeddedBroker
+            yield container.get_bootstrap_server(), None
+    else:
+        from streaming.embedded_broker import EmbeddedBroker
 
-    with EmbeddedBroker() as broker:
-        log.warning("tests use the embedded broker (tansu) at %s", broker.bootstrap_servers)
-        yield "embedded", broker.bootstrap_servers
+        with EmbeddedBroker() as broker:
+            yield broker.bootstrap_servers, broker
 
 
 @pytest.fixture(scope="session")
@@ -69,8 +100,19 @@ def kafka_bootstrap(_kafka_broker) -> str:
 
 @pytest.fixture(scope="session")
 def kafka_broker_kind(_kafka_broker) -> str:
-    """"embedded" (tansu), "docker" (testcontainers) or "env" (KAFKA_BOOTSTRAP_SERVERS)."""
+    """"apache", "embedded" (tansu), "docker" (testcontainers) or "env"."""
     return _kafka_broker[0]
+
+
+@pytest.fixture(scope="session")
+def kafka_sasl(_kafka_broker) -> SaslListener:
+    kind, _, broker = _kafka_broker
+    if kind != "apache":
+        pytest.skip(f"the SASL listener is the Apache Kafka fixture's; this session's is {kind}")
+    from streaming.kafka_broker import DEFAULT_SASL_USERS
+
+    (username, password), = DEFAULT_SASL_USERS.items()
+    return SaslListener(broker.sasl_bootstrap_servers, username, password)
 
 
 @pytest.fixture
@@ -127,6 +169,7 @@ def _flush(producer) -> None:
 def spark(tmp_path_factory):
     from pyspark.sql import SparkSession
 
+    from streaming.jars import spark_kafka_conf
     from streaming.spark.source_embedded import register
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -145,6 +188,7 @@ def spark(tmp_path_factory):
         .config("spark.local.dir", str(scratch / "local"))
         .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
         .config("spark.pyspark.python", sys.executable)
+        .config(map=spark_kafka_conf())
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

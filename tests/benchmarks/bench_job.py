@@ -2,9 +2,12 @@
 
     python -m tests.benchmarks.bench_job [--groups 1000] [--clients 20] [--duration 1800]
 
-Uses KAFKA_BOOTSTRAP_SERVERS when set, else starts the embedded broker. In one run:
+The broker: tests/benchmarks/machine.py (Apache Kafka unless told otherwise). `--sources`
+(default kafka,embedded) runs the whole benchmark once per source of the job, one after the
+other in this process, each on a topic of its own loaded the same way: Spark's own Kafka source
+and the project's embedded reader, measured in one run. For each:
 1. baseline: a plain confluent-kafka consumer reads the whole events topic (events/s);
-2. throughput: the job (local[2], embedded reader) consumes the same pre-loaded topic: events/s
+2. throughput: the job (local[2], that source) consumes the same pre-loaded topic: events/s
    overall (query start to caught up) and sustained (rows / batch time, first batch excluded),
    and the ratio sustained / raw read;
 3. detection latency: with the job caught up and steady heartbeats still flowing, a probe
@@ -280,7 +283,7 @@ class BatchLog(StreamingQueryListener):
         return sum(rows for bid, _, rows, _ in list(self.batches) if bid > batch_id)
 
 
-def run(bootstrap: str, args) -> None:
+def run(bootstrap: str, args, source: str) -> None:
     from streaming.embedded_broker import create_topic
     from streaming.spark.config import JobConfig
     from streaming.spark.job import Monitor, build_session
@@ -294,13 +297,14 @@ def run(bootstrap: str, args) -> None:
     reads = [raw_read_rate(bootstrap, topic, args.partitions, loaded)
              for _ in range(args.raw_reads)]
     raw = max(reads)
+    print(f"== source {source}")
     print(f"workload: {args.groups} groups x {args.clients} clients, 2 topics x {args.queues} "
           f"queues, {loaded:,} events in {args.partitions} partitions")
     print(f"raw read (plain confluent-kafka consumer): {raw:,.0f} events/s (best of "
           f"{', '.join(f'{r:,.0f}' for r in reads)})")
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-job-"))
-    config = JobConfig(bootstrap_servers=bootstrap, topic=topic, source="embedded",
+    config = JobConfig(bootstrap_servers=bootstrap, topic=topic, source=source,
                        checkpoint=str(workdir / "checkpoint"), metrics_host="127.0.0.1",
                        metrics_port=0, trigger_interval=args.trigger,
                        max_offsets_per_trigger=args.max_offsets, shuffle_partitions=args.shuffle,
@@ -551,10 +555,16 @@ def main() -> None:
     parser.add_argument("--fleet-seconds", type=int, default=0,
                         help="run the fleet at its real rate this long after the backlog "
                              "(instead of --background-rate), with the probes spread through it")
+    parser.add_argument("--sources", default="kafka,embedded",
+                        help="the job's sources, comma-separated, measured one after the other")
     args = parser.parse_args()
+    sources = [s.strip() for s in args.sources.split(",") if s.strip()]
+    if not sources or set(sources) - {"kafka", "embedded"}:
+        parser.error(f"--sources: kafka and/or embedded, got {args.sources!r}")
     print("machine:", describe_machine())
     with start_broker() as bootstrap:
-        run(bootstrap, args)
+        for source in sources:
+            run(bootstrap, args, source)
 
 
 if __name__ == "__main__":

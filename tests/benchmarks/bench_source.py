@@ -1,14 +1,15 @@
-"""Read rate of the embedded Spark Kafka reader against a plain confluent-kafka consumer.
+"""Read rate of Spark's Kafka source and of the project's embedded reader, each against a
+plain confluent-kafka consumer of the same topic in the same run.
 
     python -m tests.benchmarks.bench_source [--events 200000] [--partitions 4]
         [--value-bytes 200] [--max-offsets-per-trigger 50000] [--rounds 3]
 
-Both read the same topic in the same run: first the plain consumer (the baseline), then a
-Spark count query over format("rebalance_kafka") with Trigger.AvailableNow, after a small
-warm-up query so JVM and Python-worker start-up are not counted. The broker is the embedded
-one unless KAFKA_BOOTSTRAP_SERVERS is set. Each round reads the whole topic both ways (the
-Spark query on a fresh checkpoint); medians are reported. "sustained" divides by the summed
-micro-batch durations, "wall" by the whole query run including its start.
+Each round reads the whole topic three ways: the plain consumer (the baseline), then a Spark
+count query over format("kafka") (Spark's own source, from the jar cache), then the same over
+format("rebalance_kafka") (the embedded reader), each with Trigger.AvailableNow on a fresh
+checkpoint, after a small warm-up query of each so JVM and Python-worker start-up are not
+counted. Medians are reported. "sustained" divides by the summed micro-batch durations, "wall"
+by the whole query run including its start. The broker: tests/benchmarks/machine.py.
 """
 
 from __future__ import annotations
@@ -19,13 +20,15 @@ import statistics
 import sys
 import tempfile
 import time
-from contextlib import nullcontext
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from streaming.embedded_broker import EmbeddedBroker, create_topic
+from streaming.embedded_broker import create_topic
+from streaming.jars import spark_kafka_conf
 from streaming.spark.source_embedded import SOURCE_NAME, register
-from tests.benchmarks.machine import describe_machine
+from tests.benchmarks.machine import describe_machine, start_broker
+
+READERS = {"spark kafka source": "kafka", "embedded reader": SOURCE_NAME}
 
 
 def produce(bootstrap: str, topic: str, events: int, value_bytes: int) -> float:
@@ -72,16 +75,18 @@ def spark_session():
     spark = (SparkSession.builder.master("local[2]").appName("bench-source")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.sql.adaptive.enabled", "false").getOrCreate())
+             .config("spark.sql.adaptive.enabled", "false")
+             .config(map=spark_kafka_conf()).getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
 
 
-def spark_count(spark, bootstrap: str, topic: str, max_per_trigger: int | None):
+def spark_count(spark, data_format: str, bootstrap: str, topic: str,
+                max_per_trigger: int | None):
     counted = []
-    reader = (spark.readStream.format(SOURCE_NAME).option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", topic))
+    reader = (spark.readStream.format(data_format).option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topic).option("startingOffsets", "earliest"))
     if max_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(max_per_trigger))
     checkpoint = tempfile.mkdtemp(prefix="bench-source-")
@@ -108,42 +113,51 @@ def main(argv=None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
     print(f"machine: {describe_machine()}")
-    explicit = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    with nullcontext(explicit) if explicit else EmbeddedBroker() as broker:
-        bootstrap = explicit or broker.bootstrap_servers
+    with start_broker() as bootstrap:
         suffix = int(time.time())
         topic, warmup = f"bench.source.{suffix}", f"bench.warmup.{suffix}"
         create_topic(bootstrap, topic, args.partitions)
         create_topic(bootstrap, warmup, args.partitions)
         produce(bootstrap, warmup, 2_000, args.value_bytes)
         produce_s = produce(bootstrap, topic, args.events, args.value_bytes)
-        print(f"broker: {'KAFKA_BOOTSTRAP_SERVERS' if explicit else 'embedded tansu'}; "
-              f"{args.events} events of {args.value_bytes} B in {args.partitions} partitions, "
+        print(f"{args.events} events of {args.value_bytes} B in {args.partitions} partitions, "
               f"produced in {produce_s:.2f}s")
         spark = spark_session()
-        spark_count(spark, bootstrap, warmup, None)
-        raw_rates, wall_rates, batch_rates = [], [], []
-        for round_number in range(1, args.rounds + 1):
-            raw_s = raw_read(bootstrap, topic, args.partitions, args.events)
-            counted, spark_s, batch_ms = spark_count(
-                spark, bootstrap, topic, args.max_offsets_per_trigger)
-            if counted != args.events:
-                raise AssertionError(f"the Spark reader counted {counted}, not {args.events}")
-            raw_rates.append(args.events / raw_s)
-            wall_rates.append(counted / spark_s)
-            batch_rates.append(counted / (sum(batch_ms) / 1000))
-            print(f"round {round_number}: raw {raw_rates[-1]:,.0f}/s; spark wall "
-                  f"{wall_rates[-1]:,.0f}/s, sustained {batch_rates[-1]:,.0f}/s "
-                  f"(batch ms {batch_ms})")
-        raw, wall, sustained = map(statistics.median, (raw_rates, wall_rates, batch_rates))
-        print(f"median of {args.rounds} rounds, load average {os.getloadavg()[0]:.1f}:")
-        print(f"  raw confluent-kafka consumer:        {raw:,.0f} events/s")
-        print(f"  spark reader, wall incl. query start: {wall:,.0f} events/s, ratio {wall / raw:.3f}")
-        print(f"  spark reader, sustained (batches):    {sustained:,.0f} events/s, "
-              f"ratio {sustained / raw:.3f}")
-        print(f"  (rebalance_kafka, Trigger.AvailableNow, maxOffsetsPerTrigger "
-              f"{args.max_offsets_per_trigger or 'unset'})")
+        rates = measure(spark, bootstrap, topic, warmup, args)
+        report(rates, args)
         spark.stop()
+
+
+def measure(spark, bootstrap: str, topic: str, warmup: str, args) -> dict[str, list[float]]:
+    for data_format in READERS.values():
+        spark_count(spark, data_format, bootstrap, warmup, None)
+    rates: dict[str, list[float]] = {"raw": []}
+    for round_number in range(1, args.rounds + 1):
+        rates["raw"].append(args.events / raw_read(bootstrap, topic, args.partitions,
+                                                   args.events))
+        line = [f"round {round_number}: raw {rates['raw'][-1]:,.0f}/s"]
+        for name, data_format in READERS.items():
+            counted, spark_s, batch_ms = spark_count(
+                spark, data_format, bootstrap, topic, args.max_offsets_per_trigger)
+            if counted != args.events:
+                raise AssertionError(f"{name} counted {counted}, not {args.events}")
+            rates.setdefault(f"{name} wall", []).append(counted / spark_s)
+            rates.setdefault(f"{name} sustained", []).append(counted / (sum(batch_ms) / 1000))
+            line.append(f"{name} wall {counted / spark_s:,.0f}/s, sustained "
+                        f"{rates[f'{name} sustained'][-1]:,.0f}/s (batch ms {batch_ms})")
+        print("; ".join(line))
+    return rates
+
+
+def report(rates: dict[str, list[float]], args) -> None:
+    medians = {name: statistics.median(values) for name, values in rates.items()}
+    raw = medians["raw"]
+    print(f"median of {args.rounds} rounds, load average {os.getloadavg()[0]:.1f}, "
+          f"maxOffsetsPerTrigger {args.max_offsets_per_trigger or 'unset'}:")
+    print(f"  raw confluent-kafka consumer: {raw:,.0f} events/s")
+    for name, rate in medians.items():
+        if name != "raw":
+            print(f"  {name}: {rate:,.0f} events/s, ratio {rate / raw:.3f}")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 
 def describe_machine() -> str:
@@ -25,11 +27,24 @@ def describe_machine() -> str:
 
 @contextlib.contextmanager
 def start_broker() -> Iterator[str]:
-    """KAFKA_BOOTSTRAP_SERVERS when set, else the embedded broker."""
+    """KAFKA_BOOTSTRAP_SERVERS when set, else the broker REBALANCE_MONITOR_BENCH_BROKER names:
+    "apache" (the default: Apache Kafka from the jar cache) or "embedded" (tansu)."""
     if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
+        print("broker: KAFKA_BOOTSTRAP_SERVERS")
         yield os.environ["KAFKA_BOOTSTRAP_SERVERS"]
         return
-    from streaming.embedded_broker import EmbeddedBroker
+    kind = os.environ.get("REBALANCE_MONITOR_BENCH_BROKER", "apache")
+    if kind == "embedded":
+        from streaming.embedded_broker import EmbeddedBroker
 
-    with EmbeddedBroker(port=0) as broker:
+        print("broker: embedded tansu")
+        with EmbeddedBroker(port=0) as broker:
+            yield broker.bootstrap_servers
+        return
+    from streaming.jars import KAFKA_VERSION
+    from streaming.kafka_broker import ApacheKafkaBroker
+
+    print(f"broker: Apache Kafka {KAFKA_VERSION}, one KRaft node, heap 1 GB")
+    with tempfile.TemporaryDirectory(prefix="bench-kafka-") as workdir, \
+            ApacheKafkaBroker(Path(workdir), heap="1g") as broker:
         yield broker.bootstrap_servers

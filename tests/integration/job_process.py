@@ -26,6 +26,7 @@ from pathlib import Path
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from streaming.embedded_broker import free_port
+from tests.environment import TEST_SOURCE
 from tests.integration.monitor_harness import Scrape, assert_nothing_lost
 
 VENV_BIN = Path(sys.executable).parent
@@ -126,12 +127,13 @@ class JobProcess:
                  findings_topic: str, dead_letter_topic: str,
                  max_offsets_per_trigger: int | None = None,
                  trigger_interval: str = "500 milliseconds",
-                 env: dict[str, str] | None = None, extra_args: tuple[str, ...] = ()) -> None:
+                 env: dict[str, str] | None = None, extra_args: tuple[str, ...] = (),
+                 source: str = TEST_SOURCE) -> None:
         self.port = free_port()
         self.findings_topic, self.dead_letter_topic = findings_topic, dead_letter_topic
         self.args = [
             str(VENV_BIN / "rebalance-monitor"), "run", "--bootstrap-servers", bootstrap,
-            "--topic", topic, "--checkpoint", str(checkpoint), "--source", "embedded",
+            "--topic", topic, "--checkpoint", str(checkpoint), "--source", source,
             "--metrics-host", "127.0.0.1", "--metrics-port", str(self.port),
             "--trigger-interval", trigger_interval, "--shuffle-partitions", "2",
             "--findings-topic", findings_topic, "--dead-letter-topic", dead_letter_topic,

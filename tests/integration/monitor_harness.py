@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from streaming.spark.config import JobConfig
 from streaming.spark.job import Monitor
+from tests.environment import TEST_SOURCE
 
 
 def produce_events(bootstrap: str, topic: str, events: Iterable[Mapping | bytes]) -> int:
@@ -71,7 +72,7 @@ def assert_nothing_lost(scrape: Scrape) -> None:
 
 class RunningMonitor:
     def __init__(self, spark, bootstrap: str, topic: str, workdir: Path, **overrides) -> None:
-        config = JobConfig(bootstrap_servers=bootstrap, topic=topic, source="embedded",
+        config = JobConfig(bootstrap_servers=bootstrap, topic=topic, source=TEST_SOURCE,
                            checkpoint=str(workdir / "checkpoint"), metrics_host="127.0.0.1",
                            metrics_port=0, trigger_interval="500 milliseconds",
                            findings_topic=topic + ".findings", dead_letter_topic=topic + ".dlq",

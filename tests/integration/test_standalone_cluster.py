@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from streaming.jars import spark_kafka_jars
+from tests.environment import TEST_SOURCE
 from tests.integration.job_process import WALL_CLOCK_SERIES
 from tests.integration.monitor_harness import RunningMonitor, Scrape, produce_events
 from tests.integration.spark_cluster import (
@@ -66,16 +68,24 @@ def build_pyfiles(destination: Path) -> Path:
     return destination
 
 
+def connector_jars() -> list[str]:
+    """Spark's Kafka source for spark-submit, as an operator passes it: --jars from the cache
+    (or --packages with Maven Central at hand)."""
+    if TEST_SOURCE != "kafka":
+        return []
+    return ["--jars", ",".join(str(jar) for jar in spark_kafka_jars())]
+
+
 def submit_args(zip_path: Path, python: Path, bootstrap: str, topic: str, checkpoint: Path,
                 metrics_port: int) -> list[str]:
     return ["--conf", f"spark.pyspark.python={python}",
             "--conf", f"spark.pyspark.driver.python={python}",
             "--conf", "spark.ui.enabled=false",
             "--total-executor-cores", "1", "--executor-memory", "512m",
-            "--py-files", str(zip_path),
+            "--py-files", str(zip_path), *connector_jars(),
             str(REPO / "streaming" / "spark" / "job.py"), "run",
             "--bootstrap-servers", bootstrap, "--topic", topic, "--checkpoint", str(checkpoint),
-            "--source", "embedded", "--metrics-host", "127.0.0.1",
+            "--source", TEST_SOURCE, "--metrics-host", "127.0.0.1",
             "--metrics-port", str(metrics_port), "--trigger-interval", "500 milliseconds",
             "--shuffle-partitions", "2", "--findings-topic", topic + ".cluster.findings",
             "--dead-letter-topic", topic + ".cluster.dlq"]
