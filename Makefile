@@ -36,7 +36,7 @@ system-deps: java
 	@command -v promtool >/dev/null && command -v prometheus >/dev/null && command -v amtool >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus prometheus-alertmanager; }
 	@[ -z "$(ROCKETMQ_KIT)" ] || [ "$$(dpkg-query -W -f='$${db:Status-Abbrev}\n' $(ROCKETMQ_PACKAGES) 2>/dev/null | grep -c '^ii')" = "$(words $(ROCKETMQ_PACKAGES))" ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(ROCKETMQ_PACKAGES); }
 
-demo: setup java
+demo: setup jars
 	$(BIN)/rebalance-monitor demo
 
 test: setup system-deps jars

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from streaming.jars import KAFKA_VERSION, kafka_broker_jars
 from tests.integration.monitor_harness import Scrape
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -28,7 +29,9 @@ def test_demo_shows_a_double_assignment_and_a_skewed_group_and_prints_them_when_
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
         env={**os.environ, "PYSPARK_PYTHON": sys.executable})
     try:
-        url = _metrics_url(process)
+        url, announced = _metrics_url(process)
+        if kafka_broker_jars():  # what `make demo` runs on, once `make jars` fetched them
+            assert f"(Apache Kafka {KAFKA_VERSION})" in announced, announced
         # Keep reading what the demo prints, as a terminal would: a pipe left unread fills after
         # some 30 tables and then blocks the demo's printing (not its job).
         lines: list[str] = []
@@ -56,11 +59,12 @@ def test_demo_shows_a_double_assignment_and_a_skewed_group_and_prints_them_when_
             os.killpg(process.pid, signal.SIGKILL)
 
 
-def _metrics_url(process) -> str:
+def _metrics_url(process) -> tuple[str, str]:
+    """The metrics URL the demo announces, and the line that announces it."""
     for line in process.stdout:
         match = re.search(r"metrics (http://\S+/metrics)", line)
         if match:
-            return match.group(1)
+            return match.group(1), line
     raise AssertionError("the demo ended before announcing its metrics endpoint")
 
 
