@@ -4,16 +4,20 @@ on 127.0.0.1, from the jars scripts/fetch_jars.py puts in the cache (streaming/j
     with ApacheKafkaBroker(workdir) as broker:
         create_topic(broker.bootstrap_servers, "rebalance.events", partitions=4)
         broker.sasl_bootstrap_servers     # the SASL_PLAINTEXT listener (PLAIN and SCRAM)
+        broker.ssl_bootstrap_servers      # the SSL listener; broker.ca_location signed its cert
 
 Each start formats a fresh log directory under `workdir`, so topics live as long as the
 process. The SASL listener knows the users in `sasl_users`: PLAIN checks them against the
-listener's JAAS line, SCRAM-SHA-256/512 against credentials written at format time.
+listener's JAAS line, SCRAM-SHA-256/512 against credentials written at format time. The SSL
+listener's certificate (for IP 127.0.0.1) is signed by a private CA made at start with openssl;
+without openssl there is no SSL listener.
 """
 
 from __future__ import annotations
 
 import base64
 import logging
+import shutil
 import subprocess
 import time
 import uuid
@@ -64,20 +68,22 @@ def _jaas_plain_users(users: Mapping[str, str]) -> str:
     return f"org.apache.kafka.common.security.plain.PlainLoginModule required {entries};"
 
 
-def server_properties(ports: Mapping[str, int], log_dir: Path,
-                      users: Mapping[str, str]) -> dict[str, str]:
-    plain, sasl, controller = ports["PLAINTEXT"], ports["SASL_PLAINTEXT"], ports["CONTROLLER"]
+def server_properties(ports: Mapping[str, int], log_dir: Path, users: Mapping[str, str],
+                      keystore: Path | None = None) -> dict[str, str]:
+    """One node's settings. `ports` names a port per listener (PLAINTEXT, SASL_PLAINTEXT,
+    CONTROLLER, and SSL when a PEM `keystore` of the server's key and certificate is given)."""
+    clients = [name for name in ("PLAINTEXT", "SASL_PLAINTEXT", "SSL") if name in ports]
     settings = {
         "process.roles": "broker,controller",
         "node.id": "1",
-        "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller}",
-        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl},"
-                     f"CONTROLLER://127.0.0.1:{controller}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
+        "controller.quorum.bootstrap.servers": f"127.0.0.1:{ports['CONTROLLER']}",
+        "listeners": _addresses([*clients, "CONTROLLER"], ports),
+        "advertised.listeners": _addresses(clients, ports),
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map":
-            "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "listener.security.protocol.map": ",".join(
+            f"{name}:{'PLAINTEXT' if name == 'CONTROLLER' else name}"
+            for name in [*clients, "CONTROLLER"]),
         "sasl.enabled.mechanisms": ",".join(("PLAIN", *SCRAM_MECHANISMS)),
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": _jaas_plain_users(users),
         "log.dirs": str(log_dir),
@@ -86,7 +92,35 @@ def server_properties(ports: Mapping[str, int], log_dir: Path,
     for mechanism in SCRAM_MECHANISMS:
         settings[f"listener.name.sasl_plaintext.{mechanism.lower()}.sasl.jaas.config"] = (
             "org.apache.kafka.common.security.scram.ScramLoginModule required;")
+    if "SSL" in ports:
+        settings["listener.name.ssl.ssl.keystore.type"] = "PEM"
+        settings["listener.name.ssl.ssl.keystore.location"] = str(keystore)
     return settings
+
+
+def _addresses(listeners: list[str], ports: Mapping[str, int]) -> str:
+    return ",".join(f"{name}://127.0.0.1:{ports[name]}" for name in listeners)
+
+
+def make_private_ca(folder: Path) -> tuple[Path, Path] | None:
+    """(the CA's certificate, the server's PEM keystore: key and certificate for IP 127.0.0.1,
+    signed by that CA), made with openssl; None where openssl is not installed."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "san.cnf").write_text("subjectAltName=IP:127.0.0.1\n")
+    for arguments in (
+            ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-keyout", "ca.key",
+             "-out", "ca.pem", "-subj", "/CN=rebalance-monitor test CA"],
+            ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out",
+             "server.csr", "-subj", "/CN=127.0.0.1"],
+            ["x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+             "-CAcreateserial", "-days", "2", "-out", "server.pem", "-extfile", "san.cnf"]):
+        subprocess.run([openssl, *arguments], cwd=folder, check=True, capture_output=True)
+    keystore = folder / "server-keystore.pem"
+    keystore.write_text((folder / "server.key").read_text() + (folder / "server.pem").read_text())
+    return folder / "ca.pem", keystore
 
 
 class ApacheKafkaBroker:
@@ -95,12 +129,14 @@ class ApacheKafkaBroker:
 
     def __init__(self, workdir: Path, sasl_users: Mapping[str, str] = DEFAULT_SASL_USERS,
                  heap: str = "512m", start_timeout_s: float = 60.0,
-                 stop_timeout_s: float = 15.0) -> None:
+                 stop_timeout_s: float = 15.0, tls: bool = True) -> None:
         self.workdir = Path(workdir)
         self.sasl_users = dict(sasl_users)
         self.heap = heap
         self.start_timeout_s = start_timeout_s
         self.stop_timeout_s = stop_timeout_s
+        self.tls = tls
+        self.ca_location: Path | None = None
         self.ports: dict[str, int] = {}
         self.log_path = self.workdir / "server.log"
         self._process: subprocess.Popen | None = None
@@ -112,6 +148,11 @@ class ApacheKafkaBroker:
     @property
     def sasl_bootstrap_servers(self) -> str:
         return self._address("SASL_PLAINTEXT")
+
+    @property
+    def ssl_bootstrap_servers(self) -> str | None:
+        """The SSL listener, whose certificate ca_location's CA signed; None without openssl."""
+        return self._address("SSL") if "SSL" in self.ports else None
 
     def _address(self, listener: str) -> str:
         if self._process is None:
@@ -143,8 +184,14 @@ class ApacheKafkaBroker:
 
     def _write_config(self) -> Path:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.ports = {name: free_port() for name in ("PLAINTEXT", "SASL_PLAINTEXT", "CONTROLLER")}
-        settings = server_properties(self.ports, self.workdir / "data", self.sasl_users)
+        listeners = ["PLAINTEXT", "SASL_PLAINTEXT", "CONTROLLER"]
+        made = make_private_ca(self.workdir / "tls") if self.tls else None
+        keystore = None
+        if made is not None:
+            self.ca_location, keystore = made
+            listeners.append("SSL")
+        self.ports = {name: free_port() for name in listeners}
+        settings = server_properties(self.ports, self.workdir / "data", self.sasl_users, keystore)
         config = self.workdir / "server.properties"
         config.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
         (self.workdir / "log4j2.properties").write_text(LOG4J2.format(log_path=self.log_path))

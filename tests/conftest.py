@@ -7,6 +7,8 @@
   kafka_broker_kind says which.
 - kafka_sasl -> SaslListener(bootstrap, username, password) of the Apache broker's
   SASL_PLAINTEXT listener (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512); skips on other brokers.
+- kafka_tls -> TlsListener(bootstrap, ca_location) of its SSL listener, whose certificate a
+  private CA signed (made with openssl at start); skips on other brokers.
 - make_topic(partitions=1) -> a fresh topic name, created with that many partitions.
 - unique_topic -> make_topic(); partitions through indirect parametrization:
       @pytest.mark.parametrize("unique_topic", [3], indirect=True)
@@ -41,6 +43,11 @@ class SaslListener(NamedTuple):
     bootstrap: str
     username: str
     password: str
+
+
+class TlsListener(NamedTuple):
+    bootstrap: str
+    ca_location: str
 
 
 def _docker_answers() -> bool:
@@ -113,6 +120,16 @@ def kafka_sasl(_kafka_broker) -> SaslListener:
 
     (username, password), = DEFAULT_SASL_USERS.items()
     return SaslListener(broker.sasl_bootstrap_servers, username, password)
+
+
+@pytest.fixture(scope="session")
+def kafka_tls(_kafka_broker) -> TlsListener:
+    kind, _, broker = _kafka_broker
+    if kind != "apache":
+        pytest.skip(f"the SSL listener is the Apache Kafka fixture's; this session's is {kind}")
+    if broker.ssl_bootstrap_servers is None:
+        pytest.fail("the Apache Kafka fixture has no SSL listener: openssl is not installed")
+    return TlsListener(broker.ssl_bootstrap_servers, str(broker.ca_location))
 
 
 @pytest.fixture

@@ -76,8 +76,8 @@ def build_session(config: JobConfig, master: str | None = None) -> SparkSession:
         # Not launched by spark-submit (which hands over its JVM and its --master): run locally.
         builder = builder.master("local[*]")
     builder = builder.config("spark.ui.showConsoleProgress", "false")
-    if config.source != "embedded":
-        builder = builder.config(map=spark_kafka_conf())
+    # Loaded whatever the source: a later session of this JVM cannot add it to the driver.
+    builder = builder.config(map=spark_kafka_conf())
     if config.shuffle_partitions is not None:
         builder = builder.config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
     if config.state_store == "rocksdb":

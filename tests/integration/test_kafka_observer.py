@@ -79,7 +79,8 @@ def test_embedded_broker_reports_groups_and_partition_counts(kafka_broker_kind, 
                                                              group_on_two_topics, make_topic,
                                                              capsys):
     if kafka_broker_kind != "embedded":
-        pytest.skip("this test pins the embedded broker's DescribeGroups behaviour")
+        pytest.skip("this test pins the embedded broker's DescribeGroups behaviour "
+                    "(REBALANCE_MONITOR_TEST_BROKER=embedded runs it)")
     group, topic_a, topic_b, _ = group_on_two_topics
     events_topic = make_topic(1)
     args = argparse.Namespace(bootstrap_servers=kafka_bootstrap, events_bootstrap_servers=None,
@@ -100,9 +101,8 @@ def test_embedded_broker_reports_groups_and_partition_counts(kafka_broker_kind, 
 def test_real_kafka_members_own_what_the_consumers_own(kafka_broker_kind, kafka_bootstrap,
                                                        group_on_two_topics):
     if kafka_broker_kind == "embedded":
-        pytest.skip("needs real DescribeGroups members: no Docker engine answers here, so the "
-                    "session broker is the embedded one (set KAFKA_BOOTSTRAP_SERVERS or run "
-                    "Docker to use testcontainers' Kafka)")
+        pytest.skip("needs real DescribeGroups members, which the embedded broker does not "
+                    "return (REBALANCE_MONITOR_TEST_BROKER=embedded chose it)")
     group, topic_a, topic_b, consumers = group_on_two_topics
     owned = {c.memberid(): sorted([tp.topic, tp.partition] for tp in c.assignment())
              for c in consumers}

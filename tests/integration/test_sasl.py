@@ -2,7 +2,8 @@
 through the real Apache Kafka's SASL_PLAINTEXT listener: the producers with librdkafka,
 observe-kafka's admin clients, and the job, whose Spark source gets them translated into the
 Java client's sasl.jaas.config. Each command is given only the SASL listener's address, so one
-that could not authenticate would see nothing."""
+that could not authenticate would see nothing. The same holds for TLS with a private CA:
+librdkafka's ssl.ca.location becomes the Java client's PEM truststore."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, Producer
 
 from streaming.embedded_broker import create_topic
 from streaming.kafka_options import parse_kafka_options
@@ -113,3 +114,33 @@ def test_create_topic_uses_the_client_settings(kafka_sasl, kafka_bootstrap, make
     create_topic(kafka_sasl.bootstrap, name, partitions=3,
                  client_settings=parse_kafka_options(sasl_options(kafka_sasl)).for_librdkafka())
     assert len(read_topic(kafka_bootstrap, name)) == 0
+
+
+def test_tls_with_a_private_ca_works_for_librdkafka_and_sparks_source(spark, kafka_tls,
+                                                                      make_topic):
+    topic = make_topic(partitions=2)
+    options = parse_kafka_options(["security.protocol=SSL",
+                                   f"ssl.ca.location={kafka_tls.ca_location}"])
+    producer = Producer({**options.for_librdkafka(), "bootstrap.servers": kafka_tls.bootstrap})
+    for n in range(20):
+        producer.produce(topic, b'{"n": %d}' % n)
+    assert producer.flush(30) == 0
+    config = SourceConfig(kafka_tls.bootstrap, topic, kafka_options=dict(options.settings))
+    assert batch_reader(spark, config).load().count() == 20
+
+
+def test_without_the_private_ca_sparks_source_refuses_the_broker(spark, kafka_tls, make_topic):
+    topic = make_topic(partitions=1)
+    config = SourceConfig(kafka_tls.bootstrap, topic,
+                          kafka_options={"security.protocol": "SSL"})
+    with pytest.raises(Exception, match="(?i)ssl|certificat|handshake|PKIX"):
+        batch_reader(spark, config).load().count()
+
+
+def batch_reader(spark, config: SourceConfig):
+    """A batch read of the topic with the job's own reader options (Java client names)."""
+    reader = spark.read.format("kafka")
+    for key, value in config.spark_options("kafka").items():
+        if key != "maxOffsetsPerTrigger":
+            reader = reader.option(key, value)
+    return reader

@@ -29,3 +29,14 @@ def test_the_sasl_listener_knows_each_user_for_plain_and_enables_scram():
     assert settings["sasl.enabled.mechanisms"] == "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
     assert "ScramLoginModule" in settings[
         "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config"]
+
+
+def test_an_ssl_listener_serves_the_pem_keystore_it_is_given():
+    settings = server_properties({**PORTS, "SSL": 9095}, Path("/data"), {"u": "p"},
+                                 keystore=Path("/tls/server-keystore.pem"))
+    assert settings["listeners"].split(",") == [
+        "PLAINTEXT://127.0.0.1:9092", "SASL_PLAINTEXT://127.0.0.1:9093", "SSL://127.0.0.1:9095",
+        "CONTROLLER://127.0.0.1:9094"]
+    assert "SSL:SSL" in settings["listener.security.protocol.map"].split(",")
+    assert settings["listener.name.ssl.ssl.keystore.type"] == "PEM"
+    assert settings["listener.name.ssl.ssl.keystore.location"] == "/tls/server-keystore.pem"
