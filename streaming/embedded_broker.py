@@ -25,11 +25,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from streaming.broker_process import BrokerUnavailable, stop_process, wait_until_ready
+
 log = logging.getLogger(__name__)
-
-
-class BrokerUnavailable(RuntimeError):
-    """The embedded broker cannot be found or did not become ready."""
 
 
 def tansu_binary() -> Path:
@@ -163,21 +161,11 @@ class EmbeddedBroker:
         return self
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + self.start_timeout_s
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise BrokerUnavailable(
-                    f"tansu exited with code {self._process.returncode}: {self._log_tail()}"
-                )
-            if _port_open(self.host, self.port) and _answers_metadata(
-                f"{self.host}:{self.port}", timeout_s=1.0
-            ):
-                return
-            time.sleep(0.05)  # poll interval while waiting for readiness, bounded by deadline
-        raise BrokerUnavailable(
-            f"tansu did not answer a metadata request within {self.start_timeout_s}s "
-            f"on {self.host}:{self.port}: {self._log_tail()}"
-        )
+        address = f"{self.host}:{self.port}"
+        wait_until_ready(
+            self._process, f"tansu on {address}", self._log_tail, timeout_s=self.start_timeout_s,
+            ready=lambda: (_port_open(self.host, self.port)
+                           and _answers_metadata(address, timeout_s=1.0)))
 
     def _log_tail(self, size: int = 2000) -> str:
         if self.log_path is None or not self.log_path.exists():
@@ -188,14 +176,7 @@ class EmbeddedBroker:
         """Terminate; kill after stop_timeout_s. tansu waits about 5 s for clients that are
         still connected before it exits, and has nothing to flush (memory storage)."""
         process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=self.stop_timeout_s)
-            except subprocess.TimeoutExpired:
-                log.warning("tansu did not stop within %ss: killing it", self.stop_timeout_s)
-                process.kill()
-                process.wait(timeout=self.stop_timeout_s)
+        stop_process(process, "tansu", self.stop_timeout_s)
         if self._log_file is not None:
             self._log_file.close()
             self._log_file = None

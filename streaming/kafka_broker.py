@@ -19,13 +19,13 @@ import base64
 import logging
 import shutil
 import subprocess
-import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
 from streaming import jars
-from streaming.embedded_broker import BrokerUnavailable, _answers_metadata, free_port
+from streaming.broker_process import BrokerUnavailable, stop_process, wait_until_ready
+from streaming.embedded_broker import _answers_metadata, free_port
 
 log = logging.getLogger(__name__)
 
@@ -228,16 +228,9 @@ class ApacheKafkaBroker:
         return self
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + self.start_timeout_s
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise BrokerUnavailable(
-                    f"Kafka exited with code {self._process.returncode}: {self._log_tail()}")
-            if _answers_metadata(self.bootstrap_servers, timeout_s=1.0):
-                return
-            time.sleep(0.2)  # poll interval while the JVM starts, bounded by deadline
-        raise BrokerUnavailable(f"Kafka did not answer within {self.start_timeout_s}s: "
-                                f"{self._log_tail()}")
+        wait_until_ready(self._process, "Kafka", self._log_tail, timeout_s=self.start_timeout_s,
+                         ready=lambda: _answers_metadata(self.bootstrap_servers, timeout_s=1.0),
+                         interval_s=0.2)
 
     def _log_tail(self, size: int = 2000) -> str:
         tails = [path.read_bytes()[-size:].decode("utf-8", "replace")
@@ -247,15 +240,7 @@ class ApacheKafkaBroker:
     def stop(self) -> None:
         """SIGTERM (a controlled shutdown), SIGKILL after stop_timeout_s."""
         process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
-        try:
-            process.wait(timeout=self.stop_timeout_s)
-        except subprocess.TimeoutExpired:
-            log.warning("Kafka did not stop within %ss: killing it", self.stop_timeout_s)
-            process.kill()
-            process.wait(timeout=self.stop_timeout_s)
+        stop_process(process, "Kafka", self.stop_timeout_s)
 
     def __enter__(self) -> ApacheKafkaBroker:
         return self.start()
