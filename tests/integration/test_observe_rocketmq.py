@@ -227,3 +227,30 @@ def test_with_acl_on_the_broker_answers_only_a_signed_bridge(rocketmq_cluster_fa
             what="the signed call answered and the broker's groups counted")
         assert answered.value("rebalance_observer_calls_total", request="subscription_groups",
                               outcome="code_1") is None
+
+
+def test_the_bridge_publishes_through_sasl_with_the_documented_options(
+        rocketmq_cluster, real_consumer, kafka_sasl, kafka_bootstrap, make_topic):
+    """observe-rocketmq's events producer takes the same --kafka-option set as every other
+    command (docs/deploy.md), given only the SASL listener."""
+    import subprocess
+    import sys
+
+    from tests.integration.job_process import read_topic
+
+    topic, group, events = fresh("TS"), fresh("g-sasl"), make_topic()
+    rocketmq_cluster.create_topic(topic, queues=4)
+    consumer = real_consumer(rocketmq_cluster.namesrv, group, topic, "c0")
+    consumer.wait_view(topic, members=1)
+    options = ["security.protocol=SASL_PLAINTEXT", "sasl.mechanism=PLAIN",
+               f"sasl.username={kafka_sasl.username}", f"sasl.password={kafka_sasl.password}"]
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "rebalance-monitor"), "observe-rocketmq",
+         "--namesrv", rocketmq_cluster.namesrv, "--bootstrap-servers", kafka_sasl.bootstrap,
+         "--topic", events, "--include", f"^{group}$", "--once",
+         *(arg for option in options for arg in ("--kafka-option", option))],
+        capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    published = [value for _key, value, _headers in read_topic(kafka_bootstrap, events)]
+    assert any(b'"type":"heartbeat"' in value and consumer.client_id.encode() in value
+               for value in published), published[:5]
