@@ -49,7 +49,6 @@ from streaming.delivery import DeliveryStats, Outbox, Record, RetryPolicy
 from streaming.exporter.health import DeliveryCollector
 from streaming.kafka_options import (
     KafkaClientOptions,
-    KafkaOptionError,
     for_kafka_python,
     options_or_exit,
 )
@@ -384,12 +383,8 @@ CLOSE_TIMEOUT_S = 30.0
 
 def _client_options(args: argparse.Namespace) -> tuple[KafkaClientOptions, KafkaClientOptions]:
     """(observed cluster's, events producer's) options; each refusal ends the command."""
-    observed = options_or_exit("observe-kafka", getattr(args, "kafka_option", []))
-    try:
-        for_kafka_python(observed)
-    except KafkaOptionError as error:
-        raise SystemExit(
-            f"rebalance-monitor observe-kafka: error: --kafka-option: {error}") from None
+    observed = options_or_exit("observe-kafka", getattr(args, "kafka_option", []),
+                               check=for_kafka_python)
     events = getattr(args, "events_kafka_option", [])
     return observed, options_or_exit("observe-kafka", events) if events else observed
 

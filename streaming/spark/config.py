@@ -17,7 +17,7 @@ from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any
 
 from streaming.core.step import StepConfig
-from streaming.kafka_options import KafkaOptionError, parse_kafka_options
+from streaming.kafka_options import KafkaClientOptions, options_or_exit, parse_kafka_options
 from streaming.spark.offset_ranges import parse_bool, parse_positive_int
 from streaming.spark.source import SOURCES
 
@@ -288,10 +288,6 @@ def config_from_args(args: argparse.Namespace) -> JobConfig:
 def _with_checked_kafka_options(config: JobConfig) -> JobConfig:
     """Both client kinds' forms of --kafka-option are built once here, so an option that
     cannot be translated (or a certificate the Java client cannot read) stops the start."""
-    try:
-        client = parse_kafka_options(config.kafka_options)
-        if config.source != "embedded":
-            client.for_java()
-    except KafkaOptionError as error:
-        raise SystemExit(f"rebalance-monitor run: error: --kafka-option: {error}") from None
+    check = None if config.source == "embedded" else KafkaClientOptions.for_java
+    options_or_exit("run", config.kafka_options, check=check)
     return config

@@ -90,11 +90,7 @@ def test_sparks_kafka_source_reads_through_scram(spark, kafka_sasl, kafka_bootst
     config = SourceConfig(kafka_sasl.bootstrap, topic,
                           kafka_options=dict(o.split("=", 1) for o in sasl_options(
                               kafka_sasl, mechanism)))
-    reader = spark.read.format("kafka")
-    for key, value in config.spark_options("kafka").items():
-        if key != "maxOffsetsPerTrigger":
-            reader = reader.option(key, value)
-    assert reader.load().count() == produced
+    assert batch_reader(spark, config).load().count() == produced
 
 
 def test_a_wrong_password_fails_the_java_client_instead_of_reading_nothing(
@@ -102,11 +98,8 @@ def test_a_wrong_password_fails_the_java_client_instead_of_reading_nothing(
     topic = make_topic(partitions=1)
     config = SourceConfig(kafka_sasl.bootstrap, topic, kafka_options=dict(
         o.split("=", 1) for o in sasl_options(kafka_sasl, password="wrong")))
-    reader = spark.read.format("kafka")
-    for key, value in config.spark_options("kafka").items():
-        reader = reader.option(key, value)
     with pytest.raises(Exception, match="(?i)authentication failed"):
-        reader.load().count()
+        batch_reader(spark, config).load().count()
 
 
 def test_create_topic_uses_the_client_settings(kafka_sasl, kafka_bootstrap, make_topic):
