@@ -136,10 +136,29 @@ class GroupMetrics:
     late_events_total: int
     client_queues: Mapping[str, int] = field(default_factory=dict)
     cluster: str = DEFAULT_CLUSTER
+    # Every group: its assignor (the strategy most members use) and how often it changed;
+    # Kafka: the group type ("classic", "consumer", "share"; "" for RocketMQ).
+    assignor: str = ""
+    assignor_changes_total: int = 0
+    group_type: str = ""
+    # A group the broker assigns (KIP-848): its members not yet at their target, the start of
+    # the oldest such hand-off, the most epochs a member lags, the group's and its target
+    # assignment's epochs, the target's skew and its partitions given to nobody, by topic.
+    reconciling_members: int = 0
+    handoff_since_ms: int | None = None
+    max_epoch_lag: int = 0
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
+    target_skew_ratio: float = 1.0
+    target_unassigned: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def key(self) -> GroupKey:
         return GroupKey(self.system, self.group, self.cluster)
+
+    @property
+    def broker_assigned(self) -> bool:
+        return self.group_type in ("consumer", "share")
 
     def to_json(self) -> bytes:
         return json.dumps(self.__dict__).encode()

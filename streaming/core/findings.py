@@ -31,7 +31,8 @@ from streaming.core.state.rerun import claims_of, consensus_clients, consensus_q
 
 KINDS = ("double_assignment", "orphaned_queue", "skew", "idle_client",
          "subscription_inconsistent", "strategy_inconsistent", "client_id_collision",
-         "view_divergent", "broker_view_divergent", "allocation_mismatch")
+         "view_divergent", "broker_view_divergent", "allocation_mismatch",
+         "handoff_pending", "target_unassigned", "target_skew")
 CONFLICT_KINDS = ("double_assignment", "orphaned_queue")
 
 
@@ -57,6 +58,7 @@ class GroupFindings:
     queues: dict[str, int]
     loads: dict[MemberKey, int]
     skew_ratio: float
+    target_skew_ratio: float = 1.0
 
     def count(self, kind: str, topic: str | None = None) -> int:
         return sum(1 for f in self.findings if f.kind == kind and (topic is None or f.topic == topic))
@@ -71,20 +73,44 @@ def compute(state: GroupState) -> GroupFindings:
     contested = {t: route[t] for t in sorted({t for m in active for t in m.topics}) if t in route}
     findings: list[Finding] = []
     loads = {m.key: 0 for m in state.live_members()}
-    findings += _queue_findings(contested, active, claims, loads)
+    share = group_type(state) == "share"
+    findings += _queue_findings(contested, active, claims, loads, exclusive=not share)
     for member in state.live_members():
         if not member.clustering:
             loads[member.key] = sum(len(route.get(t, ())) for t in member.topics)
-    skew_ratio, skew = _skew(contested, active, loads)
+    skew_ratio, skew = (1.0, []) if share else _skew(contested, active, loads)
     findings += skew
     findings += _inconsistency("subscription_inconsistent", active, lambda m: m.topics)
     findings += _inconsistency("strategy_inconsistent", active, shared_params)
     findings += _collisions(state)
     if state.system == "rocketmq":
         findings += _view_divergence(state, active)
+    target_skew_ratio = 1.0
+    if any(m.broker_assigned for m in active):
+        findings += _handoffs(active)
+        if not share:
+            unassigned, target_skew_ratio, skewed = _target_findings(contested, active)
+            findings += unassigned + skewed
     findings += _broker_divergence(state)
     findings += _mismatches(state)
-    return GroupFindings(findings, {t: len(q) for t, q in route.items()}, loads, skew_ratio)
+    return GroupFindings(findings, {t: len(q) for t, q in route.items()}, loads, skew_ratio,
+                         target_skew_ratio)
+
+
+def group_type(state: GroupState) -> str:
+    """A Kafka group's type as its members' broker describes it ("" for RocketMQ): a group
+    with any KIP-848 member is a consumer group (one migrating from classic has both kinds)."""
+    if state.system != "kafka":
+        return ""
+    types = {m.protocol.group_type for m in state.members.values() if m.protocol is not None}
+    return "share" if "share" in types else "consumer" if "consumer" in types else "classic"
+
+
+def group_assignor(state: GroupState) -> str | None:
+    """The strategy most members use (the leader's assignor for a classic Kafka group; the
+    broker's for a KIP-848 one); ties go to the first name."""
+    votes = Counter(m.strategy for m in state.members.values() if m.clustering)
+    return min(votes, key=lambda name: (-votes[name], name)) if votes else None
 
 
 def with_new_broker_lists(state: GroupState, previous: GroupFindings) -> GroupFindings:
@@ -100,7 +126,8 @@ def with_new_broker_lists(state: GroupState, previous: GroupFindings) -> GroupFi
 _AFTER_VIEWS = ("broker_view_divergent", "allocation_mismatch")
 
 
-def _queue_findings(contested, active, claims, loads) -> list[Finding]:
+def _queue_findings(contested, active, claims, loads, exclusive: bool = True) -> list[Finding]:
+    """Orphans and (where a queue has one owner by design: not a share group) doubles."""
     in_route = {t: set(q) for t, q in contested.items()}
     owners: dict[str, dict[Queue2, list[Member]]] = {t: {} for t in contested}
     for member in active:
@@ -121,7 +148,7 @@ def _queue_findings(contested, active, claims, loads) -> list[Finding]:
             holders = held.get(queue)
             if not holders:
                 found.append(Finding("orphaned_queue", topic, queue))
-            elif len(holders) > 1:
+            elif len(holders) > 1 and exclusive:
                 found.append(Finding("double_assignment", topic, queue,
                                      tuple(sorted(m.client_id for m in holders)),
                                      detail={"addresses": sorted(m.address for m in holders)}))
@@ -144,6 +171,50 @@ def _skew(route, active, loads) -> tuple[float, list[Finding]]:
         found += [Finding("idle_client", clients=(m.client_id,), address=m.address)
                   for m in active if loads[m.key] == 0]
     return ratio, found
+
+
+def _handoffs(active: list[Member]) -> list[Finding]:
+    """KIP-848: members not yet at their target (a partition still to give up or still to get,
+    or an epoch not caught up). Each reconciles in a heartbeat or two; one that does not is a
+    stuck hand-off, which the age of the finding shows."""
+    found = []
+    for member in active:
+        protocol = member.protocol
+        if protocol is None or protocol.target is None:
+            continue
+        owned = set(member.owned or ())
+        target = set(protocol.target)
+        lag = protocol.epoch_lag
+        if owned != target or lag:
+            found.append(Finding("handoff_pending", clients=(member.client_id,),
+                                 address=member.address,
+                                 detail={"to_revoke": len(owned - target),
+                                         "to_receive": len(target - owned), "epoch_lag": lag,
+                                         "member_epoch": protocol.member_epoch,
+                                         "assignment_epoch": protocol.assignment_epoch}))
+    return found
+
+
+def _target_findings(route, active) -> tuple[list[Finding], float, list[Finding]]:
+    """The broker's target assignment: partitions it gives nobody, and its skew."""
+    targeted = [m for m in active if m.protocol is not None and m.protocol.target is not None]
+    planned = {(t, q) for m in targeted for t, _, q in m.protocol.target}
+    unassigned = [Finding("target_unassigned", topic, queue) for topic, queues in route.items()
+                  for queue in queues if (topic, queue[1]) not in planned]
+    total = sum(len(q) for q in route.values())
+    if not total or not targeted:
+        return unassigned, 1.0, []
+    in_route = {(t, q) for t, queues in route.items() for _, q in queues}
+    loads = {m.client_id: sum((t, q) in in_route for t, _, q in m.protocol.target)
+             for m in targeted}
+    ideal = math.ceil(total / len(targeted))
+    peak = max(loads.values())
+    ratio = peak / ideal
+    if ratio <= 1.0:
+        return unassigned, ratio, []
+    busiest = sorted(c for c, load in loads.items() if load == peak)
+    return unassigned, ratio, [Finding("target_skew", detail={
+        "skew_ratio": ratio, "ideal": ideal, "max_load": peak, "busiest": busiest})]
 
 
 def _inconsistency(kind: str, active: list[Member], facet) -> list[Finding]:
@@ -203,7 +274,7 @@ def _broker_divergence(state: GroupState) -> list[Finding]:
 def _mismatches(state: GroupState) -> list[Finding]:
     found = []
     for member in state.live_members():
-        if member.owned is None or not member.clustering:
+        if member.owned is None or not member.clustering or member.broker_assigned:
             continue
         computed = {(t, b, q) for t, share in state.computed.get(member.key, {}).items()
                     for b, q in share}
@@ -310,6 +381,33 @@ def metrics(state: GroupState, result: GroupFindings) -> GroupMetrics:
     for (client_id, _), load in sorted(result.loads.items()):
         client_queues[client_id] = client_queues.get(client_id, 0) + load
     return GroupMetrics(
+        **_common_metrics(state, result, conflicts, client_queues), **_assignment_metrics(state, result))
+
+
+def _assignment_metrics(state: GroupState, result: GroupFindings) -> dict:
+    kind = group_type(state)
+    out = {"group_type": kind, "assignor": state.assignor or "",
+           "assignor_changes_total": state.assignor_changes}
+    protocols = [m.protocol for m in state.members.values() if m.protocol is not None]
+    if kind not in ("consumer", "share"):
+        return out
+    pending = [state.since[f.identity] for f in result.findings
+               if f.kind == "handoff_pending" and f.identity in state.since]
+    epochs = [p.group_epoch for p in protocols if p.group_epoch is not None]
+    targets = [p.assignment_epoch for p in protocols if p.assignment_epoch is not None]
+    return {**out, "reconciling_members": result.count("handoff_pending"),
+            "handoff_since_ms": min(pending) if pending else None,
+            "max_epoch_lag": max((p.epoch_lag for p in protocols), default=0),
+            "group_epoch": max(epochs) if epochs else None,
+            "assignment_epoch": max(targets) if targets else None,
+            "target_skew_ratio": result.target_skew_ratio,
+            "target_unassigned": {t: result.count("target_unassigned", t) for t in result.queues}
+            if kind == "consumer" else {}}
+
+
+def _common_metrics(state: GroupState, result: GroupFindings, conflicts: list[int],
+                    client_queues: dict[str, int]) -> dict:
+    return dict(
         system=state.system, group=state.group, event_time_ms=state.clock,
         members=len(state.members), queues=dict(result.queues),
         double_assigned={t: result.count("double_assignment", t) for t in result.queues},

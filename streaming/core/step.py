@@ -384,12 +384,23 @@ def _react(replay: Replay, change: Change, at: int, offset: int = -1) -> None:
             state.queue_moves += _moves(before, after)
         replay.claims = after
     since = state.since
+    if change.alloc:
+        _note_assignor(state)
     if change.alloc or replay.findings is None:
         replay.findings = fnd.compute(state)
     else:
         replay.findings = fnd.with_new_broker_lists(state, replay.findings)
     state.since = {f.identity: since.get(f.identity, at) for f in replay.findings.findings}
     _log(replay, since, state.since, replay.findings.findings, at, offset)
+
+
+def _note_assignor(state: GroupState) -> None:
+    """Count a change of the group's assignor (not its first one, nor a group left empty)."""
+    assignor = fnd.group_assignor(state)
+    if assignor is not None and assignor != state.assignor:
+        if state.assignor is not None:
+            state.assignor_changes += 1
+        state.assignor = assignor
 
 
 def _log(replay: Replay, before: dict, after: dict, found: list, at: int, offset: int) -> None:

@@ -65,10 +65,36 @@ TOPIC_GAUGES = (
 
 GROUP_COUNTERS = (
     ("rebalance_rebalances", "Times the group's allocation changed.", attrgetter("rebalances_total")),
+    ("rebalance_assignor_changes",
+     "Times the group's assignor (the strategy most members use) changed.",
+     attrgetter("assignor_changes_total")),
     ("rebalance_queue_moves", "Queue ownership transfers.", attrgetter("queue_moves_total")),
     ("rebalance_late_events",
      "Events that came behind the group's reorder window and were merged (the newer fact won).",
      attrgetter("late_events_total")),
+)
+
+
+# Groups the broker assigns (Kafka KIP-848 consumer groups, share groups) only.
+KAFKA_GROUP_GAUGES = (
+    ("rebalance_kafka_reconciling_members",
+     "Members whose current assignment is not yet their target, or whose epoch lags it.",
+     attrgetter("reconciling_members")),
+    ("rebalance_kafka_max_epoch_lag",
+     "The most target-assignment epochs a member has not caught up with.",
+     attrgetter("max_epoch_lag")),
+    ("rebalance_kafka_group_epoch", "The group's epoch (bumped by every membership change).",
+     lambda m: -1 if m.group_epoch is None else m.group_epoch),
+    ("rebalance_kafka_assignment_epoch", "The epoch of the broker's target assignment.",
+     lambda m: -1 if m.assignment_epoch is None else m.assignment_epoch),
+    ("rebalance_kafka_target_skew_ratio",
+     "Max member load in the broker's target / ceil(partitions / members); 1.0 is even.",
+     attrgetter("target_skew_ratio")),
+)
+KAFKA_TOPIC_GAUGES = (
+    ("rebalance_kafka_target_unassigned_partitions",
+     "Partitions of the topic in no member's target assignment (consumer groups).",
+     attrgetter("target_unassigned")),
 )
 
 
@@ -204,8 +230,32 @@ def group_families(groups: list[GroupMetrics], health: JobHealth,
             family.add_metric(list(group.key), float(value_of(group)))
         yield family
     yield conflict_age(groups, health)
+    yield _group_info(groups)
+    assigned = [group for group in groups if group.broker_assigned]
+    for name, doc, value_of in KAFKA_GROUP_GAUGES:
+        family = GaugeMetricFamily(name, doc, labels=GROUP_LABELS)
+        for group in assigned:
+            family.add_metric(list(group.key), float(value_of(group)))
+        yield family
+    for name, doc, values_of in KAFKA_TOPIC_GAUGES:
+        family = GaugeMetricFamily(name, doc, labels=GROUP_LABELS + ["topic"])
+        for group in assigned:
+            for topic, value in sorted(values_of(group).items()):
+                family.add_metric([*group.key, topic], float(value))
+        yield family
+    yield handoff_age(groups, health)
     if clients.enabled:
         yield _client_queues(groups, clients.max_per_group)
+
+
+def _group_info(groups: list[GroupMetrics]) -> Metric:
+    family = GaugeMetricFamily(
+        "rebalance_group_info",
+        "1 per group, labelled with its assignor and (Kafka) its type: classic, consumer "
+        "(KIP-848) or share (KIP-932).", labels=GROUP_LABELS + ["group_type", "assignor"])
+    for group in groups:
+        family.add_metric([*group.key, group.group_type, group.assignor], 1.0)
+    return family
 
 
 def _client_queues(groups: list[GroupMetrics], max_per_group: int) -> Metric:
@@ -296,14 +346,33 @@ def _cluster_families(health: JobHealth) -> Iterator[Metric]:
 
 
 def conflict_age(groups: list[GroupMetrics], health: JobHealth) -> Metric:
+    return _age("rebalance_conflict_age_seconds",
+                "Event time since the oldest current double assignment or orphan began "
+                "(0 when none).", attrgetter("conflict_since_ms"), groups, health)
+
+
+def handoff_age(groups: list[GroupMetrics], health: JobHealth) -> Metric:
+    """Of the groups the broker assigns."""
+    return _age("rebalance_kafka_handoff_age_seconds",
+                "Event time since the oldest hand-off still in progress began: a member not yet "
+                "at its target assignment (0 when none).", attrgetter("handoff_since_ms"),
+                [group for group in groups if group.broker_assigned], health)
+
+
+# (family name, since of a GroupMetrics, the family for some groups): the families whose value
+# moves with the job's clock, rendered at each scrape for the groups with an open `since`.
+AGE_FAMILIES = (
+    ("rebalance_conflict_age_seconds", attrgetter("conflict_since_ms"), conflict_age),
+    ("rebalance_kafka_handoff_age_seconds", attrgetter("handoff_since_ms"), handoff_age),
+)
+
+
+def _age(name: str, doc: str, since_of, groups: list[GroupMetrics], health: JobHealth) -> Metric:
     # Age is measured on the job's event-time clock (the newest event time it has seen), so a
     # replay or a simulated fleet gives the same ages as the live run did.
-    family = GaugeMetricFamily(
-        "rebalance_conflict_age_seconds",
-        "Event time since the oldest current double assignment or orphan began (0 when none).",
-        labels=GROUP_LABELS)
+    family = GaugeMetricFamily(name, doc, labels=GROUP_LABELS)
     for group in groups:
-        since = group.conflict_since_ms
+        since = since_of(group)
         now_ms = max(health.max_event_time_ms, group.event_time_ms)
         age = 0.0 if since is None else max(0.0, (now_ms - since) / 1000.0)
         family.add_metric(list(group.key), age)

@@ -5,8 +5,8 @@ prometheus_client formats each sample on every scrape. A fleet of 10,000 groups 
 about 250,000 series, and one scrape took 2.87 s (docs/benchmarks.md). Here prometheus_client
 itself renders a group's lines when what they show changes (the sink writes each batch's
 metrics); a scrape joins the groups' lines family by family, in the order RebalanceCollector
-yields them. Only the conflict age depends on the job's clock, so only the groups with an open
-conflict are rendered at the scrape. The text is byte for byte what a registry with
+yields them. Only the ages (of a conflict, of a KIP-848 hand-off) depend on the job's clock, so
+only the groups with an open one are rendered at the scrape. The text is byte for byte what a registry with
 RebalanceCollector gives (tests/unit/test_exposition.py).
 
     text = GroupFamiliesText(ClientSeriesPolicy())
@@ -24,9 +24,7 @@ from prometheus_client import generate_latest
 from prometheus_client.core import Metric
 
 from streaming.core.contract import GroupKey, GroupMetrics
-from streaming.exporter.collector import ClientSeriesPolicy, JobHealth, conflict_age, group_families
-
-AGE = "rebalance_conflict_age_seconds"
+from streaming.exporter.collector import AGE_FAMILIES, ClientSeriesPolicy, JobHealth, group_families
 
 
 class _Families:
@@ -59,13 +57,13 @@ class _Family:
 
 @dataclass(frozen=True)
 class _GroupLines:
-    shown: GroupMetrics        # the metrics with what only the conflict age reads cleared
+    shown: GroupMetrics        # the metrics with what only the ages read cleared
     metrics: GroupMetrics
-    lines: tuple[str, ...]     # one text per family; the conflict age's as if none were open
+    lines: tuple[str, ...]     # one text per family; the ages' as if none were open
 
 
 def _shown(metrics: GroupMetrics) -> GroupMetrics:
-    return replace(metrics, event_time_ms=0, conflict_since_ms=None)
+    return replace(metrics, event_time_ms=0, conflict_since_ms=None, handoff_since_ms=None)
 
 
 class GroupFamiliesText:
@@ -82,7 +80,9 @@ class GroupFamiliesText:
         self._families = tuple(
             _Family(f.name, f.name + ("_total" if f.type == "counter" else ""), _exposition(f))
             for f in group_families([], JobHealth(), clients))
-        self._age_index = next(i for i, f in enumerate(self._families) if f.name == AGE)
+        names = [f.name for f in self._families]
+        self._ages_at = {names.index(name): (since_of, family_of)
+                         for name, since_of, family_of in AGE_FAMILIES}
 
     def put(self, metrics: GroupMetrics) -> None:
         """Keep the group's lines; render them again only when what they show changed."""
@@ -144,7 +144,8 @@ class GroupFamiliesText:
         for index, family in enumerate(self._families):
             if names is not None and family.sample_name not in names:
                 continue
-            body = self._ages(health) if index == self._age_index else self._joined_lines(index)
+            body = (self._ages(health, index) if index in self._ages_at
+                    else self._joined_lines(index))
             if names is None or body:
                 parts.append(family.header + body)
         return "".join(parts)
@@ -154,14 +155,15 @@ class GroupFamiliesText:
             self._joined[index] = "".join(self._groups[k].lines[index] for k in self._order)
         return self._joined[index]
 
-    def _ages(self, health: JobHealth) -> str:
-        # Where no conflict is open the age is 0 whatever the clock, as rendered at put().
+    def _ages(self, health: JobHealth, index: int) -> str:
+        # Where none is open the age is 0 whatever the clock, as rendered at put().
+        since_of, family_of = self._ages_at[index]
         lines = []
         for key in self._order:
             group = self._groups[key]
-            if group.metrics.conflict_since_ms is None:
-                lines.append(group.lines[self._age_index])
+            if since_of(group.metrics) is None:
+                lines.append(group.lines[index])
             else:
-                lines.append(_sample_lines(conflict_age([group.metrics], health)))
+                lines.append(_sample_lines(family_of([group.metrics], health)))
         return "".join(lines)
 

@@ -22,7 +22,7 @@ RECORD_FIELDS = {f.name for f in dataclasses.fields(FindingRecord)}
 # Names the events contract and the allocation cases use too: forbidden only where metrics and
 # finding records are handled (ADAPTERS).
 SHARED_NAMES = {"group", "system", "topic", "queue", "clients", "address", "brokers", "members",
-                "queues", "detail", "cluster"}
+                "queues", "detail", "cluster", "group_type", "assignor"}
 ADAPTERS = ["streaming/spark/state_function.py", "streaming/spark/sinks.py",
             "streaming/spark/job.py", "streaming/exporter/collector.py", "streaming/demo.py",
             "streaming/core/step.py", "streaming/core/findings.py"]

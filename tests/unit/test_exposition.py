@@ -20,16 +20,18 @@ from streaming.exporter import (
     RebalanceCollector,
     SnapshotStore,
 )
-from streaming.exporter.exposition import AGE
 from streaming.exporter.server import metrics_app
 from tests.unit.state_helpers import group_metrics
 
 pytestmark = pytest.mark.unit
 
 CLOCK = 50.0
+AGE = "rebalance_conflict_age_seconds"
+HANDOFF_AGE = "rebalance_kafka_handoff_age_seconds"
 NAMES = ["rebalance_group_members", "rebalance_double_assigned_queues", "rebalance_rebalances",
          "rebalance_rebalances_total", AGE, "rebalance_client_queues", "rebalance_monitor_groups",
-         "rebalance_monitor_events_total", "no_such_family"]
+         "rebalance_monitor_events_total", HANDOFF_AGE, "rebalance_group_info",
+         "rebalance_kafka_target_unassigned_partitions", "no_such_family"]
 # Label values a real group, topic or client id may hold, escapes included.
 label_text = st.sampled_from(["g", "order-service", 'quo"te', "back\\slash", "new\nline", "ünï",
                               "%RETRY%g", ""])
@@ -40,7 +42,10 @@ metrics = st.builds(
     double_assigned=counts, orphaned=counts,
     conflict_since_ms=st.none() | st.integers(0, 40_000),
     skew_ratio=st.sampled_from([1.0, 1.5, 2.0 / 3.0, 1e-7]), idle_clients=st.integers(0, 3),
-    rebalances_total=st.integers(0, 3), client_queues=counts)
+    rebalances_total=st.integers(0, 3), client_queues=counts,
+    group_type=st.sampled_from(["", "classic", "consumer", "share"]), assignor=label_text,
+    handoff_since_ms=st.none() | st.integers(0, 40_000), reconciling_members=st.integers(0, 2),
+    group_epoch=st.none() | st.integers(0, 9), target_unassigned=counts)
 operations = st.lists(st.one_of(
     st.tuples(st.just("put"), metrics),
     st.tuples(st.just("remove"), st.builds(GroupKey, st.sampled_from(["kafka", "rocketmq"]),
@@ -94,6 +99,18 @@ def test_the_served_text_equals_prometheus_clients_after_any_changes(policy, ops
     expected = generate_latest(reference(store, policy).restricted_registry(names)) if names \
         else generate_latest(reference(store, policy))
     assert scrape(app, query) == expected
+
+
+def test_an_open_handoffs_age_follows_the_jobs_clock_at_each_scrape():
+    text = GroupFamiliesText(ClientSeriesPolicy())
+    store = SnapshotStore(text)
+    store.replace_group(group_metrics("g", "kafka", group_type="consumer",
+                                      handoff_since_ms=4_000, event_time_ms=5_000))
+    labels = '{cluster="default",group="g",system="kafka"}'
+    store.update_health(max_event_time_ms=16_000)
+    assert f"rebalance_kafka_handoff_age_seconds{labels} 12.0" in text.render(store.health())
+    store.update_health(max_event_time_ms=20_000)
+    assert f"rebalance_kafka_handoff_age_seconds{labels} 16.0" in text.render(store.health())
 
 
 def test_a_group_is_rendered_again_only_when_what_it_shows_changed():

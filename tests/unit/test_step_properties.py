@@ -68,6 +68,12 @@ def kafka_event(draw, ts: int) -> dict:
              "generation": draw(st.sampled_from([-1, 1, 2]))}
     if draw(st.booleans()):
         event["owned"] = [["T1", p] for p in draw(st.lists(st.integers(0, 5), max_size=3))]
+    if draw(st.integers(0, 2)) == 0:       # a KIP-848 member: the broker's target and epochs
+        epoch = draw(st.integers(1, 3))
+        event.update(group_type="consumer", strategy=draw(st.sampled_from(["uniform", "range"])),
+                     target=[["T1", p] for p in draw(st.lists(st.integers(0, 5), max_size=3))],
+                     member_epoch=epoch - draw(st.integers(0, 1)), group_epoch=epoch,
+                     assignment_epoch=epoch)
     return event
 
 

@@ -22,7 +22,7 @@ import zlib
 from dataclasses import dataclass, field, fields
 
 from streaming.core.contract import FindingIdentity
-from streaming.core.state.events import Event, Queue2
+from streaming.core.state.events import Event, GroupProtocol, Queue2
 from streaming.core.state.group import GroupState, Member
 
 # 2: state keyed by (system, group); the per-group event and ignored-event counts are gone.
@@ -165,7 +165,7 @@ def queues_in(runs: dict[str, list]) -> tuple[Queue2, ...]:
 
 _MEMBER_FIELDS = ("client_id", "address", "last_seen", "joined", "topics", "strategy", "params",
                   "model", "shared", "view_clients", "view_queues", "owned", "generation",
-                  "instance_id", "brokers")
+                  "instance_id", "brokers", "protocol")
 
 
 def _member_out(member: Member) -> list:
@@ -173,11 +173,18 @@ def _member_out(member: Member) -> list:
     row[10] = None if member.view_queues is None else {
         t: queues_out(q) for t, q in member.view_queues.items()}
     row[11] = _owned_out(member.owned)
+    if member.protocol is None:
+        row.pop()                        # rows of members without one end at their brokers
+    else:
+        row[15] = _protocol_out(member.protocol)
     return row
 
 
 def _member_in(row: list) -> Member:
-    values = dict(zip(_MEMBER_FIELDS, row, strict=True))
+    values = dict(zip(_MEMBER_FIELDS, row, strict=False))
+    if len(row) not in (len(_MEMBER_FIELDS) - 1, len(_MEMBER_FIELDS)):
+        raise ValueError(f"a member row of {len(row)} fields")
+    values["protocol"] = _protocol_in(values.get("protocol"))
     values["topics"] = tuple(values["topics"])
     if values["view_clients"] is not None:
         values["view_clients"] = tuple(values["view_clients"])
@@ -185,6 +192,19 @@ def _member_in(row: list) -> Member:
         values["view_queues"] = {t: queues_in(q) for t, q in values["view_queues"].items()}
     values["owned"] = _owned_in(values["owned"])
     return Member(**values)
+
+
+def _protocol_out(protocol: GroupProtocol) -> list:
+    return [protocol.group_type, _owned_out(protocol.target), protocol.member_epoch,
+            protocol.group_epoch, protocol.assignment_epoch]
+
+
+def _protocol_in(row) -> GroupProtocol | None:
+    if row is None:
+        return None
+    group_type, target, member_epoch, group_epoch, assignment_epoch = row
+    return GroupProtocol(group_type, _owned_in(target), member_epoch, group_epoch,
+                         assignment_epoch)
 
 
 def _owned_out(owned):
@@ -214,7 +234,8 @@ def _state_out(state: GroupState) -> dict:
         "ak": [index[k] for k in keys if k in state.computed],
         "a": _computed_out(keys, state.computed),
         "f": _since_out(state.since),
-        "k": [state.rebalances, state.queue_moves, state.late_events],
+        "k": [state.rebalances, state.queue_moves, state.late_events, state.assignor_changes],
+        "as": state.assignor,
     }
 
 
@@ -227,7 +248,9 @@ def _state_in(data: dict) -> GroupState:
     state.tombstones = {(c, a): ts for c, a, ts in data["x"]}
     state.computed = _computed_in([m.key for m in members], data["ak"], data["a"])
     state.since = _since_in(data["f"])
-    state.rebalances, state.queue_moves, state.late_events = data["k"]
+    state.rebalances, state.queue_moves, state.late_events, *changes = data["k"]
+    state.assignor_changes = changes[0] if changes else 0
+    state.assignor = data.get("as")
     state.deadline_bound = -1            # unknown after a decode: the next expiry scan sets it
     return state
 
@@ -307,6 +330,8 @@ def _event_out(event: Event) -> dict:
         out["view_queues"] = {t: queues_out(q) for t, q in event.view_queues.items()}
     if event.owned is not None:
         out["owned"] = _owned_out(event.owned)
+    if event.protocol is not None:
+        out["protocol"] = _protocol_out(event.protocol)
     return out
 
 
@@ -321,4 +346,6 @@ def _event_in(data: dict) -> Event:
         values["view_queues"] = {t: queues_in(q) for t, q in values["view_queues"].items()}
     if "owned" in values:
         values["owned"] = _owned_in(values["owned"])
+    if "protocol" in values:
+        values["protocol"] = _protocol_in(values["protocol"])
     return Event(**values)

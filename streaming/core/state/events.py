@@ -36,9 +36,41 @@ ROCKETMQ_STRATEGIES = ("AVG", "AVG_BY_CIRCLE", "CONSISTENT_HASH", "MACHINE_ROOM"
                        "MACHINE_ROOM_NEARBY", "CONFIG")
 KAFKA_STRATEGIES = ("range", "roundrobin", "sticky", "cooperative-sticky")
 MESSAGE_MODELS = ("CLUSTERING", "BROADCASTING")
+# Kafka group types (KIP-848: "consumer", the broker assigns; KIP-932: "share", several members
+# per partition by design). A classic group's members assign through their leader.
+KAFKA_GROUP_TYPES = ("classic", "consumer", "share")
+BROKER_ASSIGNED = ("consumer", "share")
+MAX_EPOCH = 2**31 - 1
 
 Queue2 = tuple[str, int]          # (broker, queue_id); Kafka: ("", partition)
 Owned = tuple[str, str, int]      # (topic, broker, queue_id); Kafka: (topic, "", partition)
+
+
+@dataclass(frozen=True)
+class GroupProtocol:
+    """What a Kafka broker says of a member's group beyond the classic protocol: the group type
+    and, for a broker-assigned group, the member's target assignment and the epochs (KIP-848:
+    the member has caught up when its epoch reaches the target assignment's epoch)."""
+
+    group_type: str = "classic"
+    target: tuple[Owned, ...] | None = None
+    member_epoch: int | None = None
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
+
+    @property
+    def broker_assigned(self) -> bool:
+        return self.group_type in BROKER_ASSIGNED
+
+    @property
+    def epoch_lag(self) -> int:
+        """Target assignment epochs the member has not caught up with (0: none, or unknown)."""
+        if self.member_epoch is None or self.assignment_epoch is None:
+            return 0
+        return max(0, self.assignment_epoch - self.member_epoch)
+
+
+CLASSIC = GroupProtocol()
 
 
 @dataclass(frozen=True)
@@ -62,6 +94,7 @@ class Event:
     owned: tuple[Owned, ...] | None = None
     generation: int | None = None
     group_instance_id: str | None = None
+    protocol: GroupProtocol | None = None      # Kafka heartbeats only; None: classic
     topic: str | None = None
     queues: tuple[Queue2, ...] | None = None
 
@@ -238,7 +271,9 @@ def _brokers(value) -> tuple[Queue2, ...]:
 def _heartbeat(obj: Mapping, system: str) -> dict:
     client_id = _str(obj, "client_id", required=True)
     topics = tuple(sorted({_name(t, "topics[]") for t in _list(obj, "topics", True)}))
-    strategy = _strategy(obj.get("strategy"), system)
+    protocol = _group_protocol(obj) if system == "kafka" else None
+    strategy = _strategy(obj.get("strategy"), system,
+                         any_name=protocol is not None and protocol.broker_assigned)
     params = obj.get("strategy_params") or {}
     if not isinstance(params, dict):
         raise _Reject("wrong_type", "strategy_params must be an object")
@@ -257,15 +292,31 @@ def _heartbeat(obj: Mapping, system: str) -> dict:
         broker=_str(obj, "broker"), view_clients=view_clients, view_queues=view_queues,
         owned=_owned(obj.get("owned"), system),
         generation=None if generation is None else _int(generation, "generation", -1),
-        group_instance_id=_str(obj, "group_instance_id"),
+        group_instance_id=_str(obj, "group_instance_id"), protocol=protocol,
     )
 
 
-def _strategy(value, system: str) -> str:
+def _group_protocol(obj: Mapping) -> GroupProtocol | None:
+    group_type = obj.get("group_type", "classic")
+    if group_type not in KAFKA_GROUP_TYPES:
+        raise _Reject("bad_value", f"group_type={str(group_type)[:40]!r}")
+    epochs = {name: None if obj.get(name) is None else _int(obj[name], name, -1, MAX_EPOCH)
+              for name in ("member_epoch", "group_epoch", "assignment_epoch")}
+    target = _owned(obj.get("target"), "kafka", "target")
+    if group_type == "classic" and target is None and all(v is None for v in epochs.values()):
+        return None
+    return GroupProtocol(group_type, target, **epochs)
+
+
+def _strategy(value, system: str, any_name: bool = False) -> str:
+    """The strategy's canonical name; a broker-assigned Kafka group's assignor runs on the
+    broker (uniform, range, simple or a plugged-in one), so any name is taken as it is."""
     if value is None:
         raise _Reject("missing_field", "strategy")
     if not isinstance(value, str):
         raise _Reject("wrong_type", "strategy must be a string")
+    if any_name:
+        return _name(value, "strategy")
     known = KAFKA_STRATEGIES if system == "kafka" else ROCKETMQ_STRATEGIES
     for name in known:
         if value.lower() == name.lower():
@@ -291,22 +342,22 @@ def _view(value) -> tuple[tuple[str, ...] | None, dict | None]:
     return clients, queues
 
 
-def _owned(value, system: str) -> tuple[Owned, ...] | None:
+def _owned(value, system: str, what: str = "owned") -> tuple[Owned, ...] | None:
     if value is None:
         return None
     if not isinstance(value, list):
-        raise _Reject("wrong_type", "owned must be a list")
+        raise _Reject("wrong_type", f"{what} must be a list")
     owned = set()
     for item in value:
         if system == "kafka":
             if not isinstance(item, list) or len(item) != 2:
-                raise _Reject("wrong_type", "owned items must be [topic, partition]")
-            owned.add((_name(item[0], "owned topic"), "", _int(item[1], "owned partition")))
+                raise _Reject("wrong_type", f"{what} items must be [topic, partition]")
+            owned.add((_name(item[0], f"{what} topic"), "", _int(item[1], f"{what} partition")))
         else:
             if not isinstance(item, list) or len(item) != 3:
-                raise _Reject("wrong_type", "owned items must be [topic, broker, queue_id]")
-            owned.add((_name(item[0], "owned topic"), _name(item[1], "owned broker"),
-                       _int(item[2], "owned queue_id")))
+                raise _Reject("wrong_type", f"{what} items must be [topic, broker, queue_id]")
+            owned.add((_name(item[0], f"{what} topic"), _name(item[1], f"{what} broker"),
+                       _int(item[2], f"{what} queue_id")))
     return tuple(sorted(owned))
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from streaming.core.state.events import Event, Owned, Queue2
+from streaming.core.state.events import Event, GroupProtocol, Owned, Queue2
 
 MemberKey = tuple[str, str]         # (client_id, address or "")
 NEVER = 2**62
@@ -47,6 +47,7 @@ class Member:
     owned: tuple[Owned, ...] | None = None
     generation: int | None = None
     instance_id: str | None = None
+    protocol: GroupProtocol | None = None    # Kafka: the broker's target and epochs
     brokers: dict[str, int] = field(default_factory=dict)   # broker -> last heartbeat via it
     key: MemberKey = field(init=False, repr=False, compare=False)
 
@@ -61,7 +62,13 @@ class Member:
     def inputs(self) -> tuple:
         """Everything of this member that the allocation (re-run or claims) depends on."""
         return (self.topics, self.strategy, self.params, self.model, self.shared,
-                self.view_clients, self.view_queues, self.owned, self.generation, self.instance_id)
+                self.view_clients, self.view_queues, self.owned, self.generation, self.instance_id,
+                self.protocol)
+
+    @property
+    def broker_assigned(self) -> bool:
+        """A KIP-848 or share group's member: the broker computes its assignment."""
+        return self.protocol is not None and self.protocol.broker_assigned
 
 
 class Change(NamedTuple):
@@ -96,6 +103,8 @@ class GroupState:
     rebalances: int = 0
     queue_moves: int = 0
     late_events: int = 0
+    assignor: str | None = None      # the group's strategy as last found (most members' one)
+    assignor_changes: int = 0
     deadline_bound: int = NEVER      # lower bound of the next expiry; refreshes only raise it
 
     def live_members(self) -> list[Member]:
@@ -169,7 +178,7 @@ def _stated(event: Event) -> tuple:
     member's dict copies)."""
     return (event.topics, event.strategy, event.strategy_params, event.message_model,
             event.shared, event.view_clients, event.view_queues, event.owned, event.generation,
-            event.group_instance_id)
+            event.group_instance_id, event.protocol)
 
 
 def _set_facts(member: Member, event: Event) -> None:
@@ -183,6 +192,7 @@ def _set_facts(member: Member, event: Event) -> None:
     member.owned = event.owned
     member.generation = event.generation
     member.instance_id = event.group_instance_id
+    member.protocol = event.protocol
 
 
 def _note_broker(state: GroupState, member: Member, event: Event) -> bool:

@@ -167,7 +167,7 @@ class Refreshes:
                      shared=member.shared, address=address or None, broker=broker,
                      view_clients=member.view_clients, view_queues=member.view_queues,
                      owned=member.owned, generation=member.generation,
-                     group_instance_id=member.instance_id)
+                     group_instance_id=member.instance_id, protocol=member.protocol)
 
 
 def _source_key(source) -> object:

@@ -4,7 +4,8 @@ RocketMQ: every member allocates, topic by topic, from its own view (missing par
 consensus) with its own strategy, against the client list a real client would get from the broker
 (every live process's client_id, subscribed or not; a shared id appears twice). Members that share
 a view are computed in one `allocate_group` call. Kafka: the leader's assignor runs once over every
-member, in join order (the leader's HashMap insertion order).
+member, in join order (the leader's HashMap insertion order); a group the broker assigns (KIP-848
+consumer groups, share groups) has no re-run: its members' targets come from the broker.
 
 A member's claims are its `owned` when it reports one, else the re-run's share.
 """
@@ -127,8 +128,8 @@ def _rerun_kafka(state: GroupState) -> None:
 
     members = sorted(state.members.values(), key=lambda m: m.joined)
     state.computed = {m.key: {} for m in members}
-    if not members:
-        return
+    if not members or any(m.broker_assigned for m in members):
+        return      # the broker assigns (KIP-848, share groups): its target is checked instead
     votes = Counter(m.strategy for m in members)
     assignor = min(votes, key=lambda s: (-votes[s], s))
     counts = {t: len(state.routes[t][1]) for m in members for t in m.topics if t in state.routes}
