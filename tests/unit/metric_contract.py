@@ -23,7 +23,11 @@ GROUP_METRICS = frozenset({
     "rebalance_view_divergent_clients", "rebalance_allocation_mismatch_clients",
     "rebalance_broker_view_divergent", "rebalance_rebalances_total", "rebalance_queue_moves_total",
     "rebalance_late_events_total",
-    "rebalance_client_queues",
+    "rebalance_client_queues", "rebalance_group_info", "rebalance_assignor_changes_total",
+    "rebalance_kafka_reconciling_members", "rebalance_kafka_max_epoch_lag",
+    "rebalance_kafka_group_epoch", "rebalance_kafka_assignment_epoch",
+    "rebalance_kafka_target_skew_ratio", "rebalance_kafka_target_unassigned_partitions",
+    "rebalance_kafka_handoff_age_seconds",
 })
 HEALTH_METRICS = frozenset({
     "rebalance_monitor_events_total", "rebalance_monitor_invalid_events_total",

@@ -116,7 +116,7 @@ def test_every_example_in_the_contract_doc_parses():
 
     text = (pathlib.Path(__file__).parents[2] / "docs" / "events.md").read_text()
     examples = re.findall(r"```json\n(.*?)```", text, re.S)
-    assert len(examples) == 5
+    assert len(examples) == 6
     for example in examples:
         assert isinstance(parse_event(example), list), example
 
