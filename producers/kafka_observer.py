@@ -11,6 +11,15 @@ address = client host, topics = subscription, strategy = the group's assignor, o
 member's assignment, group_instance_id, generation when the subscription carries it), one route
 per topic (`partitions`), and an unregister for each member gone since the previous poll.
 
+A KIP-848 consumer group (`group.protocol=consumer`, Kafka 4.0+) is assigned by the broker, and
+DescribeGroups does not describe it: the observer asks ConsumerGroupDescribe (API 69,
+producers/kafka_protocol.py) and adds to each member's heartbeat the group type, the member's
+target assignment and the member, group and target-assignment epochs; `owned` is then the
+member's current assignment (with the partitions it still has to revoke) and `strategy` the
+broker's assignor. A share group (KIP-932) is asked with ShareGroupDescribe (API 77). ListGroups
+v5 says which type each group is, so a group that migrates from classic to consumer is asked the
+new way from the next poll on, with the same member ids.
+
 Some brokers answer DescribeGroups without members, or with members whose subscription and
 assignment are empty (the embedded tansu broker does). The observer says so on stderr, naming
 the group, and still reports the group's topics (from its committed offsets) and their partition
@@ -37,6 +46,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 
+from producers import kafka_protocol
 from producers.health import (
     PollHealth,
     add_metrics_arguments,
@@ -161,6 +171,65 @@ def translate_group(description, partitions: Mapping[str, int], ts_ms: int, *,
     return out
 
 
+def translate_consumer_group(description: kafka_protocol.ConsumerGroupDescription,
+                             partitions: Mapping[str, int], ts_ms: int, *,
+                             previous_members: Iterable[str] = ()) -> Translation:
+    """Events for one KIP-848 group as ConsumerGroupDescribe gives it: per member, its current
+    assignment (`owned`), its target, and the epochs. Members that still speak the classic
+    protocol inside it (a group being migrated) are described the same way by the broker."""
+    beats = []
+    for member in description.members:
+        beat = _broker_assigned_heartbeat(description, member, "consumer", ts_ms)
+        beat["target"] = [[t, p] for t, p in member.target_assignment]
+        if member.instance_id:
+            beat["group_instance_id"] = member.instance_id
+        beats.append(beat)
+    return _translation(description.group_id, beats, partitions, ts_ms, previous_members)
+
+
+def translate_share_group(description: kafka_protocol.ShareGroupDescription,
+                          partitions: Mapping[str, int], ts_ms: int, *,
+                          previous_members: Iterable[str] = ()) -> Translation:
+    """Events for one share group (KIP-932): members share partitions by design."""
+    beats = [_broker_assigned_heartbeat(description, member, "share", ts_ms)
+             for member in description.members]
+    return _translation(description.group_id, beats, partitions, ts_ms, previous_members)
+
+
+def _broker_assigned_heartbeat(description, member, group_type: str, ts_ms: int) -> dict:
+    assigned = {t for t, _ in member.assignment}
+    if group_type == "consumer":
+        assigned |= {t for t, _ in member.target_assignment}
+    event = {"v": 1, "type": "heartbeat", "system": "kafka", "ts": ts_ms,
+             "group": description.group_id, "client_id": member.member_id,
+             "topics": sorted(set(member.subscribed_topics) | assigned),
+             "strategy": description.assignor_name or "unknown", "group_type": group_type,
+             "owned": [[t, p] for t, p in member.assignment],
+             "member_epoch": member.member_epoch, "group_epoch": description.group_epoch,
+             "assignment_epoch": description.assignment_epoch}
+    host = (member.client_host or "").lstrip("/")
+    if host:
+        event["address"] = host
+    return event
+
+
+def _translation(group: str, beats: list[dict], partitions: Mapping[str, int], ts_ms: int,
+                 previous_members: Iterable[str]) -> Translation:
+    out = Translation(group=group, events=list(beats))
+    out.members = tuple(b["client_id"] for b in beats)
+    gone = sorted(set(previous_members) - set(out.members))
+    out.events.extend({"v": 1, "type": "unregister", "system": "kafka", "ts": ts_ms,
+                       "group": group, "client_id": m} for m in gone)
+    out.topics = tuple(sorted({t for b in beats for t in b["topics"]}))
+    for topic in out.topics:
+        if topic in partitions:
+            out.events.append({"v": 1, "type": "route", "system": "kafka", "ts": ts_ms,
+                               "group": group, "topic": topic, "partitions": partitions[topic]})
+        else:
+            out.warnings.append(f"group {group}: topic {topic} is not in the cluster metadata")
+    return out
+
+
 def _admin_class():
     from kafka.admin import KafkaAdminClient
 
@@ -180,7 +249,46 @@ def _admin_class():
                 obj.pop("authorized_operations", None)
                 return obj
 
+        def describe_consumer_groups(self, group_ids):
+            return kafka_protocol.describe_consumer_groups(self, group_ids, self._timeout_s())
+
+        def describe_share_groups(self, group_ids):
+            return kafka_protocol.describe_share_groups(self, group_ids, self._timeout_s())
+
+        def _timeout_s(self) -> float:
+            return self.config["request_timeout_ms"] / 1000
+
     return TolerantAdmin
+
+
+# How each group type is described: DescribeGroups (kafka-python) for classic groups, the KIP-848
+# and KIP-932 APIs (producers/kafka_protocol.py) for the groups the broker assigns.
+DESCRIBE_REQUESTS = {"classic": "describe_groups", "consumer": "describe_consumer_groups",
+                     "share": "describe_share_groups"}
+BROKER_ASSIGNED_DESCRIPTIONS = (kafka_protocol.ConsumerGroupDescription,
+                                kafka_protocol.ShareGroupDescription)
+GROUP_ID_NOT_FOUND = 69
+
+
+def _watched_types(listed: Iterable[Mapping]) -> dict[str, str]:
+    """group -> type of the listed groups the observer watches: consumer groups of every type
+    (ListGroups v5 names it; older brokers list classic groups only) and share groups. Streams
+    groups (KIP-1071) and other protocols (Connect) are not consumer groups.
+
+    >>> _watched_types([{"group_id": "a", "protocol_type": "consumer", "group_type": "consumer"},
+    ...                 {"group_id": "b", "protocol_type": "consumer"},
+    ...                 {"group_id": "c", "protocol_type": "share", "group_type": "share"},
+    ...                 {"group_id": "d", "protocol_type": "connect", "group_type": "classic"},
+    ...                 {"group_id": "e", "protocol_type": "streams", "group_type": "streams"}])
+    {'a': 'consumer', 'b': 'classic', 'c': 'share'}
+    """
+    watched = {}
+    for group in listed:
+        kind = (group.get("group_type") or "classic").lower()
+        if kind in ("consumer", "share") or (
+                kind == "classic" and group.get("protocol_type") in ("consumer", "", None)):
+            watched[group["group_id"]] = kind
+    return watched
 
 
 class KafkaGroupObserver:
@@ -198,6 +306,7 @@ class KafkaGroupObserver:
         self.health = health or PollHealth("observe-kafka poll", logger=log)
         self.timeout_s = timeout_s
         self.previous: dict[str, tuple[str, ...]] = {}
+        self.types: dict[str, str] = {}          # group -> its type, as last listed
         options = client_options or NO_OPTIONS
         self._admin_factory = admin_factory or partial(_kafka_python_admin, options=options)
         self._metadata_factory = metadata_factory or partial(_confluent_admin, options=options)
@@ -214,39 +323,74 @@ class KafkaGroupObserver:
                 self._admin = self._admin_factory(cluster, self.timeout_s)
         ts_ms = int(time.time() * 1000) if ts_ms is None else ts_ms
         with calls.timed("list_groups", cluster):
-            listed = self._admin.list_groups()
-        listed_names = {g["group_id"] for g in listed
-                        if g.get("protocol_type") in ("consumer", "", None)}
-        names = sorted(listed_names | set(self.previous))
-        descriptions = {}
-        if names:
-            with calls.timed("describe_groups", cluster):
-                descriptions = self._admin.describe_groups(names)
+            listed = _watched_types(self._admin.list_groups())
+        self.types.update(listed)
+        names = sorted(set(listed) | set(self.previous))
+        by_type: dict[str, list[str]] = {}
+        for name in names:
+            by_type.setdefault(self.types.get(name, "classic"), []).append(name)
+        descriptions = self._describe(by_type)
         with calls.timed("list_topics", cluster):
             topics = self._metadata.list_topics(timeout=self.timeout_s).topics
         partitions = {name: len(t.partitions) for name, t in topics.items() if t.error is None}
         results = []
         for name in names:
-            description = descriptions.get(name, {"group_id": name})
-            error = _get(description, "error")
-            if error:
-                self.health.group_failed(name, *_described_error(error))
-                continue
-            committed = self._committed_topics(name)
-            try:
-                result = translate_group(description, partitions, ts_ms,
-                                         committed_topics=committed,
-                                         previous_members=self.previous.get(name, ()))
-            except Exception as exc:  # noqa: BLE001 - a description it cannot read: that group only
-                self.health.group_failed(name, error_cause(exc), f"unreadable description: {exc}")
+            result = self._translate(name, descriptions.get(name, {"group_id": name}),
+                                     partitions, ts_ms, listed=name in listed)
+            if result is None:
                 continue
             self.health.group_ok(name)
             self.previous[name] = result.members
-            if not result.members and name not in listed_names:
+            if not result.members and name not in listed:
                 del self.previous[name]  # gone, its members unregistered: stop asking
+                self.types.pop(name, None)
             results.append(result)
         self.groups_seen = len(names)
         return results
+
+    def _describe(self, by_type: dict[str, list[str]]) -> dict:
+        """Each group described the way its type needs; a broker without the KIP-848 or share
+        API fails those groups (counted per group), not the poll."""
+        calls, cluster = self.health.calls, self.bootstrap_servers
+        descriptions: dict = {}
+        for kind, names in sorted(by_type.items()):
+            request = DESCRIBE_REQUESTS[kind]
+            try:
+                with calls.timed(request, cluster):
+                    descriptions.update(getattr(self._admin, request)(names))
+            except kafka_protocol.UnsupportedGroupApi as refused:
+                descriptions.update((name, refused) for name in names)
+        return descriptions
+
+    def _translate(self, name: str, description, partitions: Mapping[str, int], ts_ms: int,
+                   listed: bool) -> Translation | None:
+        """The group's events, or None when it could not be read this poll (counted)."""
+        previous = self.previous.get(name, ())
+        if isinstance(description, kafka_protocol.UnsupportedGroupApi):
+            self.health.group_failed(name, "UnsupportedGroupApi", str(description))
+            return None
+        if isinstance(description, BROKER_ASSIGNED_DESCRIPTIONS):
+            if description.error_code == 0:
+                translate = (translate_consumer_group if isinstance(
+                    description, kafka_protocol.ConsumerGroupDescription) else translate_share_group)
+                return translate(description, partitions, ts_ms, previous_members=previous)
+            if not listed and description.error_code == GROUP_ID_NOT_FOUND:
+                return _translation(name, [], partitions, ts_ms, previous)   # the group is gone
+            error = description.error
+            self.health.group_failed(name, error.__name__ if error else "describe_error",
+                                     description.error_message or "")
+            return None
+        error = _get(description, "error")
+        if error:
+            self.health.group_failed(name, *_described_error(error))
+            return None
+        try:
+            return translate_group(description, partitions, ts_ms,
+                                   committed_topics=self._committed_topics(name),
+                                   previous_members=previous)
+        except Exception as exc:  # noqa: BLE001 - a description it cannot read: that group only
+            self.health.group_failed(name, error_cause(exc), f"unreadable description: {exc}")
+            return None
 
     def _committed_topics(self, group: str) -> list[str]:
         try:

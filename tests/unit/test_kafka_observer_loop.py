@@ -13,6 +13,7 @@ from kafka.errors import KafkaTimeoutError, RequestTimedOutError
 
 from producers import kafka_observer
 from producers.kafka_observer import KafkaGroupObserver
+from producers.kafka_protocol import ConsumerGroupDescription, ConsumerGroupMember, UnsupportedGroupApi
 from streaming.delivery import DeliveryStats, Outbox
 from tests.unit.fake_clients import FakeAdmin, FakeMetadata, LockedFakeProducer, Script
 
@@ -158,3 +159,39 @@ def test_warnings_and_summaries_are_printed_when_they_change(capsys):
         "group's topics and partition counts only",  # poll 2: unchanged, not repeated
         "observe-kafka: group orders: 1 members, topics A(2)",
     ]
+
+
+def kip848(group, member_ids, error_code=0):
+    members = tuple(ConsumerGroupMember(m, None, None, "app", "/10.0.0.9", 4, ("A",),
+                                        (("A", i),), (("A", i),), "consumer")
+                    for i, m in enumerate(member_ids))
+    return ConsumerGroupDescription(group, error_code, None if not error_code else "not found",
+                                    "Stable" if not error_code else "Dead", 4, 4, "uniform",
+                                    members)
+
+
+def test_a_kip_848_group_is_asked_with_its_own_api_and_its_members_leave_when_it_is_gone():
+    listed = [{"group_id": "fast", "protocol_type": "consumer", "group_type": "consumer"}]
+    admin = FakeAdmin(Script(listed, []), Script({}),
+                      describe_consumer_groups=Script({"fast": kip848("fast", ["m1", "m2"])},
+                                                      {"fast": kip848("fast", [], 69)}))
+    observer = observer_with(admin, Script(None))
+    first = observer.poll(TS)
+    assert [(e["type"], e.get("client_id"), e.get("group_type")) for e in first[0].events] == [
+        ("heartbeat", "m1", "consumer"), ("heartbeat", "m2", "consumer"), ("route", None, None)]
+    gone = observer.poll(TS + 1)          # no longer listed, and the broker no longer knows it
+    assert [(e["type"], e.get("client_id")) for e in gone[0].events] == [
+        ("unregister", "m1"), ("unregister", "m2")]
+    assert observer.previous == {} and observer.types == {}
+    assert observer.health.calls.snapshot()[0][("describe_consumer_groups", "ok")] == 2
+
+
+def test_a_broker_without_the_kip_848_api_fails_those_groups_not_the_poll():
+    listed = [{"group_id": "fast", "protocol_type": "consumer", "group_type": "consumer"},
+              {"group_id": "orders", "protocol_type": "consumer", "group_type": "classic"}]
+    admin = FakeAdmin(Script(listed), Script({"orders": DESCRIBED["orders"]}),
+                      describe_consumer_groups=Script(UnsupportedGroupApi("no API 69")))
+    observer = observer_with(admin, Script(None))
+    results = observer.poll(TS)
+    assert [r.group for r in results] == ["orders"]
+    assert dict(observer.health.group_errors) == {"UnsupportedGroupApi": 1}

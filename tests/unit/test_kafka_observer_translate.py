@@ -6,7 +6,13 @@ from collections import namedtuple
 
 import pytest
 
-from producers.kafka_observer import translate_group
+from producers.kafka_observer import translate_consumer_group, translate_group, translate_share_group
+from producers.kafka_protocol import (
+    ConsumerGroupDescription,
+    ConsumerGroupMember,
+    ShareGroupDescription,
+    ShareGroupMember,
+)
 from streaming.core.state.events import Event, parse_event
 
 pytestmark = pytest.mark.unit
@@ -116,3 +122,45 @@ def test_kafka_python_2_namedtuples():
                              "group": "legacy", "client_id": "m-1", "topics": ["A"],
                              "strategy": "roundrobin", "owned": [["A", 0], ["A", 2]],
                              "address": "10.0.0.9"}
+
+
+def kip848_member(mid, assignment, target, epoch=7, instance=None, host="/10.0.0.2",
+                  member_type="consumer"):
+    return ConsumerGroupMember(mid, instance, None, "app", host, epoch, ("orders",),
+                               tuple(("orders", p) for p in assignment),
+                               tuple(("orders", p) for p in target), member_type)
+
+
+def kip848_group(members, group_epoch=7, assignment_epoch=7):
+    return ConsumerGroupDescription("orders", 0, None, "Reconciling", group_epoch,
+                                    assignment_epoch, "uniform", tuple(members))
+
+
+def test_a_kip_848_member_heartbeats_its_current_and_target_assignment_and_epochs():
+    described = kip848_group([kip848_member("m1", [0, 1, 2], [0, 1], epoch=6, instance="pod-1"),
+                              kip848_member("m2", [], [2], member_type="classic")])
+    out = translate_consumer_group(described, {"orders": 3}, TS, previous_members=["gone"])
+    events = [e for raw in out.events for e in parse_event(raw)]
+    m1, m2, unregister, route = events
+    assert (m1.client_id, m1.address, m1.strategy, m1.group_instance_id) == (
+        "m1", "10.0.0.2", "uniform", "pod-1")
+    assert m1.owned == (("orders", "", 0), ("orders", "", 1), ("orders", "", 2))
+    assert m1.protocol.target == (("orders", "", 0), ("orders", "", 1))
+    assert (m1.protocol.group_type, m1.protocol.member_epoch, m1.protocol.group_epoch,
+            m1.protocol.assignment_epoch, m1.protocol.epoch_lag) == ("consumer", 6, 7, 7, 1)
+    assert m2.owned == () and m2.protocol.target == (("orders", "", 2),)
+    assert (unregister.type, unregister.client_id) == ("unregister", "gone")
+    assert (route.topic, len(route.queues)) == ("orders", 3)
+    assert out.members == ("m1", "m2") and out.warnings == []
+
+
+def test_a_share_groups_members_heartbeat_what_they_are_assigned_with_no_target():
+    described = ShareGroupDescription("jobs", 0, None, "Stable", 3, 3, "simple", (
+        ShareGroupMember("s1", None, 3, "app", "/10.0.0.3", ("orders",),
+                         (("orders", 0), ("orders", 1))),
+        ShareGroupMember("s2", None, 3, "app", "/10.0.0.4", ("orders",),
+                         (("orders", 0), ("orders", 1)))))
+    out = translate_share_group(described, {"orders": 2}, TS)
+    s1, s2, _route = [e for raw in out.events for e in parse_event(raw)]
+    assert s1.protocol.group_type == "share" and s1.protocol.target is None
+    assert s1.owned == s2.owned and s1.strategy == "simple"
