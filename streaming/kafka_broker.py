@@ -35,6 +35,7 @@ DEFAULT_SASL_USERS = {"rebalance-monitor": "rebalance-monitor-secret"}
 # assert, and a classic group would otherwise sit 3 s in PreparingRebalance. No time-based
 # retention: tests write records stamped with their events' times, years ago, which the default
 # 7 days would delete under a running job (Spark's source then reports the loss and stops).
+# KIP-848 groups drop a killed member after 6 s (not 45 s) and heartbeat every 1 s (not 5 s).
 SINGLE_NODE_SETTINGS = {
     "log.retention.ms": "-1",
     "num.partitions": "1",
@@ -44,6 +45,10 @@ SINGLE_NODE_SETTINGS = {
     "share.coordinator.state.topic.replication.factor": "1",
     "share.coordinator.state.topic.min.isr": "1",
     "group.initial.rebalance.delay.ms": "0",
+    "group.consumer.min.session.timeout.ms": "6000",
+    "group.consumer.session.timeout.ms": "6000",
+    "group.consumer.min.heartbeat.interval.ms": "1000",
+    "group.consumer.heartbeat.interval.ms": "1000",
     "auto.create.topics.enable": "true",
 }
 LOG4J2 = """\

@@ -13,7 +13,11 @@ from kafka.errors import KafkaTimeoutError, RequestTimedOutError
 
 from producers import kafka_observer
 from producers.kafka_observer import KafkaGroupObserver
-from producers.kafka_protocol import ConsumerGroupDescription, ConsumerGroupMember, UnsupportedGroupApi
+from producers.kafka_protocol import (
+    ConsumerGroupDescription,
+    ConsumerGroupMember,
+    UnsupportedGroupApi,
+)
 from streaming.delivery import DeliveryStats, Outbox
 from tests.unit.fake_clients import FakeAdmin, FakeMetadata, LockedFakeProducer, Script
 

@@ -6,7 +6,11 @@ from collections import namedtuple
 
 import pytest
 
-from producers.kafka_observer import translate_consumer_group, translate_group, translate_share_group
+from producers.kafka_observer import (
+    translate_consumer_group,
+    translate_group,
+    translate_share_group,
+)
 from producers.kafka_protocol import (
     ConsumerGroupDescription,
     ConsumerGroupMember,
