@@ -7,6 +7,7 @@ librdkafka's ssl.ca.location becomes the Java client's PEM truststore."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -61,14 +62,16 @@ def test_the_job_and_the_producers_connect_through_sasl_plain(kafka_sasl, kafka_
     assert any(b"double_assignment" in value for _key, value, _headers in findings)
 
 
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_observe_kafka_describes_a_group_and_publishes_through_sasl(kafka_sasl, kafka_bootstrap,
-                                                                  make_topic):
+                                                                  make_topic, protocol):
     options = sasl_options(kafka_sasl)
     observed, events = make_topic(partitions=3), make_topic(partitions=1)
     group = f"{observed}.group"
     settings = parse_kafka_options(options).for_librdkafka()
     consumer = Consumer({**settings, "bootstrap.servers": kafka_sasl.bootstrap,
-                         "group.id": group, "auto.offset.reset": "earliest"})
+                         "group.id": group, "auto.offset.reset": "earliest",
+                         "group.protocol": protocol})
     try:
         consumer.subscribe([observed])
         while not consumer.assignment():
@@ -79,7 +82,9 @@ def test_observe_kafka_describes_a_group_and_publishes_through_sasl(kafka_sasl, 
         consumer.close()
     assert observed_once.returncode == 0, observed_once.stderr[-2000:]
     published = [value for _key, value, _headers in read_topic(kafka_bootstrap, events)]
-    assert any(b'"type":"heartbeat"' in value and group.encode() in value for value in published)
+    beats = [json.loads(value) for value in published if b'"type":"heartbeat"' in value]
+    [beat] = [b for b in beats if b["group"] == group]
+    assert beat.get("group_type", "classic") == protocol and len(beat["owned"]) == 3
 
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
