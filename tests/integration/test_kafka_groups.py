@@ -1,0 +1,326 @@
+"""Kafka consumer groups on the real Apache Kafka, watched by `observe-kafka` with no client
+change: real Java consumers (tests/integration/kafka_java/ConsumerProbe.java, kafka-clients from
+Maven Central) in classic groups with each client assignor and in KIP-848 groups; observe-kafka
+as a real process writing to the events topic; the real job in the session's SparkSession; for
+the alerts a real Prometheus loaded with the project's rules.
+
+Ground truth is what each Java consumer prints that it holds (its ConsumerRebalanceListener),
+never the observer's reading of the cluster.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from producers.kafka_observer import KafkaGroupObserver
+from streaming.core.state.events import parse_event
+from streaming.core.state.group import GroupState, apply_event
+from streaming.core.state.rerun import rerun
+from streaming.embedded_broker import create_topic
+from tests.integration.job_process import read_topic
+from tests.integration.kafka_consumers import (
+    JavaConsumer,
+    ProbeUnavailable,
+    compile_probe,
+    stop_all,
+    wait_for_partitions,
+    wait_until,
+)
+from tests.integration.monitor_harness import RunningMonitor, Scrape
+from tests.integration.producer_process import ProducerProcess
+from tests.integration.prometheus_harness import (
+    DASHBOARDS,
+    KAFKA_ROW,
+    HarnessConfig,
+    PrometheusHarness,
+    panel_queries,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+SYSTEM = "kafka"
+CLUSTER = "kafka-under-test"
+FAST_FOR = {"RebalanceKafkaHandoffStuck": "3s", "RebalanceDoubleAssignment": "3s"}
+
+
+def fresh(stem: str) -> str:
+    return f"{stem}-{uuid.uuid4().hex[:8]}"
+
+
+class Watched:
+    """The job reading its events topic, observe-kafka writing the cluster's groups to it, and
+    Prometheus scraping the job with the project's rules."""
+
+    def __init__(self, bootstrap: str, events: str, monitor: RunningMonitor,
+                 observer: ProducerProcess, prometheus: PrometheusHarness) -> None:
+        self.bootstrap, self.events = bootstrap, events
+        self.monitor, self.observer, self.prometheus = monitor, observer, prometheus
+
+    def value(self, scrape: Scrape, name: str, group: str, **labels: str) -> float | None:
+        return scrape.value(name, system=SYSTEM, group=group, **labels)
+
+    def client_queues(self, scrape: Scrape, group: str) -> dict[str, float]:
+        return {dict(labels)["client"]: value for labels, value in scrape.series(
+            "rebalance_client_queues", system=SYSTEM, group=group).items()}
+
+    def findings(self, group: str) -> list[dict]:
+        records = read_topic(self.bootstrap, self.monitor.config.findings_topic)
+        return [r for r in (json.loads(value) for _, value, _ in records) if r["group"] == group]
+
+
+@pytest.fixture(scope="module")
+def watched(spark, kafka_bootstrap, kafka_broker_kind, tmp_path_factory) -> Iterator[Watched]:
+    if kafka_broker_kind not in ("apache", "env"):
+        pytest.skip(f"needs real Kafka groups; this session's broker is {kafka_broker_kind}")
+    try:
+        compile_probe()
+    except ProbeUnavailable as missing:
+        pytest.fail(f"the Java consumer probe cannot be built: {missing}")
+    workdir = tmp_path_factory.mktemp("kafka-groups")
+    events = fresh("kafka-groups.events")
+    create_topic(kafka_bootstrap, events, 2)
+    with RunningMonitor(spark, kafka_bootstrap, events, workdir) as monitor, \
+            ProducerProcess(["observe-kafka", "--bootstrap-servers", kafka_bootstrap,
+                             "--topic", events, "--interval", "0.5", "--cluster", CLUSTER],
+                            workdir) as observer, \
+            PrometheusHarness(HarnessConfig(target=f"127.0.0.1:{monitor.monitor.metrics.port}",
+                                            for_overrides=FAST_FOR), workdir / "prom") as prom:
+        yield Watched(kafka_bootstrap, events, monitor, observer, prom)
+
+
+@contextlib.contextmanager
+def consumers(*started: JavaConsumer) -> Iterator[list[JavaConsumer]]:
+    """Start the probes; at the end kill them (a probe told to block in its revocation callback
+    would make a clean close wait for it)."""
+    try:
+        yield [consumer.start() for consumer in started]
+    finally:
+        for consumer in started:
+            consumer.kill()
+        stop_all(started)
+
+
+def observed_rerun(bootstrap: str, group: str) -> dict[str, set[tuple[str, int]]]:
+    """One poll of the observer, its events folded into a group state, and the monitor's re-run
+    of the group's assignor from the observed subscriptions: member id -> partitions."""
+    [translation] = [t for t in KafkaGroupObserver(bootstrap, timeout_s=10).poll()
+                     if t.group == group]
+    state = GroupState(group, SYSTEM, session_timeout_ms=45_000)
+    for raw in translation.events:
+        for event in parse_event(raw):
+            apply_event(state, event)
+    rerun(state)
+    return {key[0]: {(topic, partition) for topic, share in computed.items()
+                     for _, partition in share}
+            for key, computed in state.computed.items()}
+
+
+@pytest.mark.parametrize("assignor", ["range", "roundrobin", "sticky", "cooperative-sticky"])
+def test_a_classic_groups_rerun_equals_what_each_real_consumer_holds(watched, assignor,
+                                                                      tmp_path):
+    topic, group = fresh(f"classic-{assignor}"), fresh(f"g-{assignor}")
+    create_topic(watched.bootstrap, topic, 7)
+    with consumers(*(JavaConsumer(watched.bootstrap, group, [topic], assignor=assignor,
+                                  log_dir=tmp_path) for _ in range(3))) as members:
+        wait_for_partitions(members, topic, 7, same_generation=True)
+        truth = {m.member_id: {(topic, p) for p in m.partitions(topic)} for m in members}
+
+        assert observed_rerun(watched.bootstrap, group) == truth
+        scrape = watched.monitor.wait_for(
+            lambda s: watched.client_queues(s, group) == {m: len(p) for m, p in truth.items()})
+        assert watched.value(scrape, "rebalance_allocation_mismatch_clients", group) == 0
+        assert watched.value(scrape, "rebalance_double_assigned_queues", group, topic=topic) == 0
+        assert watched.value(scrape, "rebalance_orphaned_queues", group, topic=topic) == 0
+        assert scrape.value("rebalance_group_info", system=SYSTEM, group=group,
+                            group_type="classic", assignor=assignor) == 1
+
+
+def test_a_static_members_rejoin_keeps_its_partitions_and_raises_no_conflict(watched, tmp_path):
+    topic, group = fresh("static"), fresh("g-static")
+    create_topic(watched.bootstrap, topic, 4)
+    static = JavaConsumer(watched.bootstrap, group, [topic], assignor="range",
+                          instance_id="pod-1", log_dir=tmp_path)
+    other = JavaConsumer(watched.bootstrap, group, [topic], assignor="range", log_dir=tmp_path)
+    with consumers(static, other) as members:
+        before = wait_for_partitions(members, topic, 4)[0]
+        static.kill()                        # no LeaveGroup: the broker keeps its place
+        static.start()
+        wait_until(lambda: static.partitions(topic) == before, 60, "the static member's return",
+                   members)
+        truth = {m.member_id: len(m.partitions(topic)) for m in members}
+        assert observed_rerun(watched.bootstrap, group) == {
+            m.member_id: {(topic, p) for p in m.partitions(topic)} for m in members}
+        scrape = watched.monitor.wait_for(lambda s: watched.client_queues(s, group) == truth)
+        assert watched.value(scrape, "rebalance_double_assigned_queues", group, topic=topic) == 0
+    assert not [f for f in watched.findings(group) if f["kind"] == "double_assignment"]
+
+
+def kip848_settled(watched: Watched, group: str, members: list[JavaConsumer], topic: str):
+    truth = {m.member_id: len(m.partitions(topic)) for m in members}
+    return watched.monitor.wait_for(
+        lambda s: watched.client_queues(s, group) == truth
+        and watched.value(s, "rebalance_kafka_reconciling_members", group) == 0)
+
+
+def test_a_kip_848_group_hands_off_a_killed_members_partitions_with_no_double_assignment(
+        watched, tmp_path):
+    topic, group = fresh("kip848"), fresh("g-kip848")
+    create_topic(watched.bootstrap, topic, 12)
+    # A revocation callback that takes 3 s, as a consumer committing its offsets does: the
+    # hand-off after the kill lasts at least that long, so it is seen in progress.
+    probes = [JavaConsumer(watched.bootstrap, group, [topic], protocol="consumer",
+                           assignor="range", revoke_delay_ms=3_000, log_dir=tmp_path)
+              for _ in range(3)]
+    with consumers(*probes) as members:
+        assert sorted(map(len, wait_for_partitions(members, topic, 12))) == [4, 4, 4]
+        scrape = kip848_settled(watched, group, members, topic)
+        assert scrape.value("rebalance_group_info", system=SYSTEM, group=group,
+                            group_type="consumer", assignor="range") == 1
+        assert watched.value(scrape, "rebalance_group_members", group) == 3
+        assert watched.value(scrape, "rebalance_kafka_assignment_epoch", group) > 0
+        assert watched.value(scrape, "rebalance_kafka_target_unassigned_partitions", group,
+                             topic=topic) == 0
+        assert watched.value(scrape, "rebalance_kafka_target_skew_ratio", group) == 1.0
+        # The group dashboard's KIP-848 row, each panel's query run by the real Prometheus.
+        group_dashboard = next(p for p in DASHBOARDS if p.name == "rebalance-group.json")
+        for title, expr in panel_queries(group_dashboard, {"group": group},
+                                         rows=lambda row: row == KAFKA_ROW):
+            assert watched.prometheus.wait_for_data(expr, timeout=60), title
+
+        doubles = []
+
+        def record(scrape: Scrape) -> Scrape:
+            doubles.append(watched.value(scrape, "rebalance_double_assigned_queues", group,
+                                         topic=topic))
+            return scrape
+
+        members[2].kill()
+        survivors = members[:2]
+        in_progress = watched.monitor.wait_for(lambda s: record(s) and watched.value(
+            s, "rebalance_kafka_reconciling_members", group) > 0, timeout=60)
+        assert watched.value(in_progress, "rebalance_group_members", group) == 2
+        assert sorted(map(len, wait_for_partitions(survivors, topic, 12))) == [6, 6]
+        done = watched.monitor.wait_for(lambda s: record(s) and watched.client_queues(s, group)
+                                        == {m.member_id: 6 for m in survivors}
+                                        and watched.value(
+                                            s, "rebalance_kafka_reconciling_members", group) == 0)
+        assert watched.value(done, "rebalance_kafka_handoff_age_seconds", group) == 0
+        assert set(doubles) == {0}, doubles
+    history = watched.findings(group)
+    assert not [f for f in history if f["kind"] == "double_assignment"], history
+    handoffs = [f for f in history if f["kind"] == "handoff_pending"]
+    assert {f["status"] for f in handoffs} == {"started", "ended"}, handoffs
+
+
+def test_a_member_stuck_in_its_revocation_fires_the_stuck_hand_off_alert(watched, tmp_path):
+    topic, group = fresh("stuck"), fresh("g-stuck")
+    # Both first members block for 10 minutes when told to give partitions up; the broker fences
+    # a member only after its rebalance timeout (max.poll.interval.ms, 5 minutes). They join
+    # before the topic exists, so that they start at 2 and 2 with nothing to revoke.
+    first = [JavaConsumer(watched.bootstrap, group, [topic], protocol="consumer",
+                          assignor="range", revoke_delay_ms=600_000, log_dir=tmp_path)
+             for _ in range(2)]
+    with consumers(*first) as members:
+        wait_until(lambda: all(m.member_id for m in members), 60, "both members joined", members)
+        create_topic(watched.bootstrap, topic, 4)
+        wait_for_partitions(members, topic, 4)
+        kip848_settled(watched, group, members, topic)
+        late = JavaConsumer(watched.bootstrap, group, [topic], protocol="consumer",
+                            assignor="range", log_dir=tmp_path)
+        with consumers(late):
+            stuck = wait_until(lambda: [m for m in members if m.revoking], 60,
+                               "a member blocked in onPartitionsRevoked", [*members, late])
+            stuck_ids = {m.member_id for m in stuck}
+            scrape = watched.monitor.wait_for(lambda s: watched.value(
+                s, "rebalance_kafka_handoff_age_seconds", group) > 0)
+            assert watched.value(scrape, "rebalance_kafka_reconciling_members", group) >= 2
+            assert watched.value(scrape, "rebalance_kafka_max_epoch_lag", group) >= 1
+            firing = watched.prometheus.wait_for_alert("RebalanceKafkaHandoffStuck", "firing",
+                                                       timeout=90)
+            assert any(a["labels"]["group"] == group for a in firing), firing
+            # The real consumers agree: the blocked ones still hold their partitions, the
+            # newcomer has not got all of its share.
+            assert all(m.revoking for m in stuck) and late.partitions(topic) == set()
+            started = {tuple(f["clients"]): f for f in watched.findings(group)
+                       if f["kind"] == "handoff_pending" and f["status"] == "started"}
+            for member_id in stuck_ids:
+                detail = started[(member_id,)]["detail"]
+                assert detail["to_revoke"] >= 1 and detail["epoch_lag"] >= 1, detail
+
+
+def test_a_manual_assign_beside_the_group_is_a_double_assignment_that_fires_the_alert(
+        watched, tmp_path):
+    from confluent_kafka import Consumer, TopicPartition
+
+    from producers.kafka_reporter import RebalanceReporter
+
+    topic, group = fresh("manual"), fresh("g-manual")
+    create_topic(watched.bootstrap, topic, 4)
+    with consumers(*(JavaConsumer(watched.bootstrap, group, [topic], assignor="range",
+                                  log_dir=tmp_path) for _ in range(2))) as members:
+        wait_for_partitions(members, topic, 4)
+        owner = next(m for m in members if 0 in m.partitions(topic))
+        # Its reporter names the cluster as observe-kafka does: one group, seen from both.
+        # A consumer of the same group id that assign()s partition 0 by hand: the broker never
+        # sees it as a member, so only its reporter can tell the monitor.
+        manual = Consumer({"bootstrap.servers": watched.bootstrap, "group.id": group,
+                           "enable.auto.commit": False})
+        reporter = RebalanceReporter({"bootstrap.servers": watched.bootstrap}, watched.events,
+                                     group, "range", client_id="manual-consumer",
+                                     cluster=CLUSTER)
+        by_hand = [TopicPartition(topic, 0)]
+        manual.assign(by_hand)
+        reporter.assigned(manual, by_hand)
+        reporter.start()
+        try:
+            scrape = watched.monitor.wait_for(lambda s: watched.value(
+                s, "rebalance_double_assigned_queues", group, topic=topic) == 1)
+            assert watched.client_queues(scrape, group)["manual-consumer"] == 1
+            firing = watched.prometheus.wait_for_alert("RebalanceDoubleAssignment", "firing",
+                                                       timeout=90)
+            assert any(a["labels"]["group"] == group and a["labels"]["topic"] == topic
+                       for a in firing), firing
+            [double] = [f for f in watched.findings(group)
+                        if f["kind"] == "double_assignment" and f["status"] == "started"]
+            assert double["queue"] == ["", 0]
+            assert sorted(double["clients"]) == sorted(["manual-consumer", owner.member_id])
+        finally:
+            manual.close()
+            reporter.close()
+
+
+def test_the_observer_keeps_running_through_a_broker_pause_and_says_so(tmp_path):
+    from streaming.kafka_broker import ApacheKafkaBroker
+    from tests.integration.producer_process import paused
+
+    with ApacheKafkaBroker(tmp_path / "own", heap="256m", tls=False) as broker:
+        bootstrap = broker.bootstrap_servers
+        topic, group, events = fresh("paused"), fresh("g-paused"), fresh("paused.events")
+        create_topic(bootstrap, topic, 2)
+        create_topic(bootstrap, events, 1)
+        with consumers(JavaConsumer(bootstrap, group, [topic], protocol="consumer",
+                                    log_dir=tmp_path)) as [member], \
+                ProducerProcess(["observe-kafka", "--bootstrap-servers", bootstrap,
+                                 "--topic", events, "--interval", "1", "--timeout", "2"],
+                                tmp_path) as observer:
+            wait_for_partitions([member], topic, 2)
+            observer.wait_for(lambda m: m.value("rebalance_observer_members") == 1,
+                              what="the KIP-848 member seen")
+            with paused(broker):
+                observer.wait_for(lambda m: m.total("rebalance_observer_poll_failures_total") >= 2,
+                                  what="polls failing during the pause")
+                assert observer.running
+                resumed_after = time.time()
+            after = observer.wait_for(
+                lambda m: m.value("rebalance_observer_members") == 1
+                and m.value("rebalance_observer_last_success_timestamp_seconds") > resumed_after,
+                timeout=60, what="polls succeeding after the pause")
+            assert after.total("rebalance_observer_poll_failures_total") >= 2
+            assert observer.stop() == 0
+        assert "Traceback" not in observer.log()
