@@ -143,7 +143,8 @@ class GroupMetrics:
     group_type: str = ""
     # A group the broker assigns (KIP-848): its members not yet at their target, the start of
     # the oldest such hand-off, the most epochs a member lags, the group's and its target
-    # assignment's epochs, the target's skew and its partitions given to nobody, by topic.
+    # assignment's epochs, the target's skew and its partitions given to nobody, by topic; a
+    # share group: the most members reading one partition, by topic.
     reconciling_members: int = 0
     handoff_since_ms: int | None = None
     max_epoch_lag: int = 0
@@ -151,6 +152,7 @@ class GroupMetrics:
     assignment_epoch: int | None = None
     target_skew_ratio: float = 1.0
     target_unassigned: Mapping[str, int] = field(default_factory=dict)
+    share_readers: Mapping[str, int] = field(default_factory=dict)   # share groups, per topic
 
     @property
     def key(self) -> GroupKey:

@@ -59,6 +59,7 @@ class GroupFindings:
     loads: dict[MemberKey, int]
     skew_ratio: float
     target_skew_ratio: float = 1.0
+    share_readers: dict[str, int] = field(default_factory=dict)   # share groups: topic -> max
 
     def count(self, kind: str, topic: str | None = None) -> int:
         return sum(1 for f in self.findings if f.kind == kind and (topic is None or f.topic == topic))
@@ -94,7 +95,8 @@ def compute(state: GroupState) -> GroupFindings:
     findings += _broker_divergence(state)
     findings += _mismatches(state)
     return GroupFindings(findings, {t: len(q) for t, q in route.items()}, loads, skew_ratio,
-                         target_skew_ratio)
+                         target_skew_ratio,
+                         _share_readers(contested, active, claims) if share else {})
 
 
 def group_type(state: GroupState) -> str:
@@ -171,6 +173,15 @@ def _skew(route, active, loads) -> tuple[float, list[Finding]]:
         found += [Finding("idle_client", clients=(m.client_id,), address=m.address)
                   for m in active if loads[m.key] == 0]
     return ratio, found
+
+
+def _share_readers(route, active, claims) -> dict[str, int]:
+    """A share group's topics: the most members reading one partition (several by design)."""
+    readers: dict[str, int] = {}
+    for topic, queues in route.items():
+        counts = Counter(q for m in active for q in claims.get(m.key, {}).get(topic, ()))
+        readers[topic] = max((counts[q] for q in queues), default=0)
+    return readers
 
 
 def _handoffs(active: list[Member]) -> list[Finding]:
@@ -402,7 +413,8 @@ def _assignment_metrics(state: GroupState, result: GroupFindings) -> dict:
             "assignment_epoch": max(targets) if targets else None,
             "target_skew_ratio": result.target_skew_ratio,
             "target_unassigned": {t: result.count("target_unassigned", t) for t in result.queues}
-            if kind == "consumer" else {}}
+            if kind == "consumer" else {},
+            "share_readers": dict(result.share_readers)}
 
 
 def _common_metrics(state: GroupState, result: GroupFindings, conflicts: list[int],

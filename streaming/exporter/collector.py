@@ -95,6 +95,9 @@ KAFKA_TOPIC_GAUGES = (
     ("rebalance_kafka_target_unassigned_partitions",
      "Partitions of the topic in no member's target assignment (consumer groups).",
      attrgetter("target_unassigned")),
+    ("rebalance_kafka_share_max_readers",
+     "Share groups: the most members reading one partition of the topic (several by design).",
+     attrgetter("share_readers")),
 )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -40,6 +41,7 @@ from tests.integration.prometheus_harness import (
     HarnessConfig,
     PrometheusHarness,
     panel_queries,
+    poll,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -324,3 +326,103 @@ def test_the_observer_keeps_running_through_a_broker_pause_and_says_so(tmp_path)
             assert after.total("rebalance_observer_poll_failures_total") >= 2
             assert observer.stop() == 0
         assert "Traceback" not in observer.log()
+
+
+def test_a_uniform_kip_848_group_gives_a_killed_members_partitions_to_the_survivors(
+        watched, tmp_path):
+    topic, group = fresh("uniform"), fresh("g-uniform")
+    create_topic(watched.bootstrap, topic, 12)
+    probes = [JavaConsumer(watched.bootstrap, group, [topic], protocol="consumer",
+                           assignor="uniform", log_dir=tmp_path) for _ in range(3)]
+    with consumers(*probes) as members:
+        assert sorted(map(len, wait_for_partitions(members, topic, 12))) == [4, 4, 4]
+        scrape = kip848_settled(watched, group, members, topic)
+        assert scrape.value("rebalance_group_info", system=SYSTEM, group=group,
+                            group_type="consumer", assignor="uniform") == 1
+        members[0].kill()
+        survivors = members[1:]
+        kept = {m.member_id: m.partitions(topic) for m in survivors}
+        assert sorted(map(len, wait_for_partitions(survivors, topic, 12))) == [6, 6]
+        # uniform is sticky: each survivor keeps what it had and gets half of the dead one's.
+        assert all(kept[m.member_id] <= m.partitions(topic) for m in survivors)
+        done = kip848_settled(watched, group, survivors, topic)
+        assert watched.value(done, "rebalance_group_members", group) == 2
+    assert not [f for f in watched.findings(group) if f["kind"] == "double_assignment"]
+
+
+def test_a_group_migrating_from_classic_to_kip_848_member_by_member_raises_no_conflict(
+        watched, tmp_path):
+    topic, group = fresh("migrate"), fresh("g-migrate")
+    create_topic(watched.bootstrap, topic, 6)
+    classic = [JavaConsumer(watched.bootstrap, group, [topic], assignor="range",
+                            log_dir=tmp_path) for _ in range(2)]
+    upgraded = [JavaConsumer(watched.bootstrap, group, [topic], protocol="consumer",
+                             assignor="uniform", log_dir=tmp_path) for _ in range(2)]
+    with consumers(*classic) as members:
+        wait_for_partitions(members, topic, 6, same_generation=True)
+        watched.monitor.wait_for(lambda s: s.value(
+            "rebalance_group_info", system=SYSTEM, group=group, group_type="classic") == 1)
+        # A rolling restart onto group.protocol=consumer: the broker converts the group when
+        # the first KIP-848 member joins, and describes the classic member inside it.
+        members[0].close()
+        with consumers(upgraded[0]):
+            wait_for_partitions([members[1], upgraded[0]], topic, 6)
+            watched.monitor.wait_for(lambda s: s.value(
+                "rebalance_group_info", system=SYSTEM, group=group, group_type="consumer") == 1
+                and watched.client_queues(s, group) == {
+                    m.member_id: len(m.partitions(topic)) for m in (members[1], upgraded[0])})
+            members[1].close()
+            with consumers(upgraded[1]):
+                now = [upgraded[0], upgraded[1]]
+                wait_for_partitions(now, topic, 6)
+                scrape = kip848_settled(watched, group, now, topic)
+                assert watched.value(scrape, "rebalance_assignor_changes_total", group) >= 1
+    history = watched.findings(group)
+    assert not [f for f in history if f["kind"] in ("double_assignment", "allocation_mismatch")
+                and f["status"] == "started"], history
+
+
+def test_a_share_groups_members_share_a_partition_and_nothing_alerts(watched):
+    from confluent_kafka import ShareConsumer
+
+    from producers.kafka_observer import _kafka_python_admin
+    from producers.kafka_protocol import describe_share_groups
+
+    topic, group = fresh("share"), fresh("g-share")
+    create_topic(watched.bootstrap, topic, 1)
+    readers = [ShareConsumer({"bootstrap.servers": watched.bootstrap, "group.id": group})
+               for _ in range(2)]
+    stop = threading.Event()
+
+    def keep_polling() -> None:          # a share member must poll to stay in its group
+        while not stop.is_set():
+            for reader in readers:
+                reader.poll(0.1)
+
+    for reader in readers:
+        reader.subscribe([topic])
+    poller = threading.Thread(target=keep_polling, daemon=True)
+    poller.start()
+    admin = _kafka_python_admin(watched.bootstrap, 10.0)
+    try:
+        # Ground truth: the broker's own assignment (a share consumer does not expose one).
+        described = poll(lambda: (d := describe_share_groups(admin, [group])[group])
+                         and len(d.members) == 2 and all(m.assignment for m in d.members) and d,
+                         60, what="two share members, each assigned the partition")
+        assert all(m.assignment == ((topic, 0),) for m in described.members)
+        scrape = watched.monitor.wait_for(
+            lambda s: watched.value(s, "rebalance_kafka_share_max_readers", group,
+                                    topic=topic) == 2)
+        assert scrape.value("rebalance_group_info", system=SYSTEM, group=group,
+                            group_type="share", assignor="simple") == 1
+        assert watched.value(scrape, "rebalance_double_assigned_queues", group, topic=topic) == 0
+        assert watched.value(scrape, "rebalance_orphaned_queues", group, topic=topic) == 0
+        assert watched.client_queues(scrape, group) == {m.member_id: 1
+                                                        for m in described.members}
+    finally:
+        stop.set()
+        poller.join(10)
+        for reader in readers:
+            reader.close()
+        admin.close()
+    assert not [f for f in watched.findings(group) if f["kind"] == "double_assignment"]

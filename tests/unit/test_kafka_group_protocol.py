@@ -119,6 +119,7 @@ def test_a_share_groups_members_share_partitions_by_design_but_an_unread_partiti
     assert "double_assignment" not in found and "skew" not in found
     assert found["orphaned_queue"] == [(TOPIC, ("", 2), ())]
     assert run.metrics.group_type == "share" and run.metrics.target_unassigned == {}
+    assert run.metrics.share_readers == {TOPIC: 2}
 
 
 def test_a_group_migrating_from_classic_to_consumer_raises_no_false_conflict():
