@@ -44,7 +44,7 @@ HEALTH_METRICS = frozenset({
 # What the producer commands serve (producers/health.py), and Prometheus's own `up`.
 PRODUCER_METRICS = frozenset({
     "up", "rebalance_observer_last_success_timestamp_seconds",
-    "rebalance_observer_poll_failures_total",
+    "rebalance_observer_poll_failures_total", "rebalance_observer_group_errors_total",
 })
 CONTRACT_METRICS = GROUP_METRICS | HEALTH_METRICS | PRODUCER_METRICS
 

@@ -53,6 +53,7 @@ REQUIRED_ALERTS = {
     "RebalanceProducerDown": ("critical", "2m"),
     "RebalanceProducerNotPolling": ("critical", "3m"),
     "RebalanceProducerFailing": ("warning", "5m"),
+    "RebalanceObserverGroupsUnreadable": ("warning", "10m"),
 }
 
 
