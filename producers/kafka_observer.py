@@ -46,6 +46,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 
+import kafka.errors as Errors
+
 from producers import kafka_protocol
 from producers.health import (
     PollHealth,
@@ -349,25 +351,40 @@ class KafkaGroupObserver:
         return results
 
     def _describe(self, by_type: dict[str, list[str]]) -> dict:
-        """Each group described the way its type needs; a broker without the KIP-848 or share
-        API fails those groups (counted per group), not the poll."""
-        calls, cluster = self.health.calls, self.bootstrap_servers
+        """Each group described the way its type needs. A broker without the KIP-848 or share
+        API fails those groups, not the poll; so does a broker's error answer for some group
+        (its coordinator moving or loading): the groups are then asked one by one, and only
+        those that fail again are skipped (counted per group)."""
         descriptions: dict = {}
         for kind, names in sorted(by_type.items()):
             request = DESCRIBE_REQUESTS[kind]
             try:
-                with calls.timed(request, cluster):
-                    descriptions.update(getattr(self._admin, request)(names))
+                descriptions.update(self._described(request, names))
             except kafka_protocol.UnsupportedGroupApi as refused:
                 descriptions.update((name, refused) for name in names)
+            except Errors.BrokerResponseError as refused:
+                if isinstance(refused, Errors.RequestTimedOutError):
+                    raise
+                for name in names:
+                    try:
+                        descriptions.update(self._described(request, [name]))
+                    except Errors.BrokerResponseError as failed:
+                        if isinstance(failed, Errors.RequestTimedOutError):
+                            raise
+                        descriptions[name] = failed
         return descriptions
+
+    def _described(self, request: str, names: list[str]) -> dict:
+        with self.health.calls.timed(request, self.bootstrap_servers):
+            return getattr(self._admin, request)(names)
 
     def _translate(self, name: str, description, partitions: Mapping[str, int], ts_ms: int,
                    listed: bool) -> Translation | None:
         """The group's events, or None when it could not be read this poll (counted)."""
         previous = self.previous.get(name, ())
-        if isinstance(description, kafka_protocol.UnsupportedGroupApi):
-            self.health.group_failed(name, "UnsupportedGroupApi", str(description))
+        # Refused: UnsupportedGroupApi, or the broker's error answer for this group.
+        if isinstance(description, Exception):
+            self.health.group_failed(name, error_cause(description), str(description))
             return None
         if isinstance(description, BROKER_ASSIGNED_DESCRIPTIONS):
             if description.error_code == 0:

@@ -384,6 +384,7 @@ def test_a_group_migrating_from_classic_to_kip_848_member_by_member_raises_no_co
 
 def test_a_share_groups_members_share_a_partition_and_nothing_alerts(watched):
     from confluent_kafka import ShareConsumer
+    from kafka.errors import KafkaError
 
     from producers.kafka_observer import _kafka_python_admin
     from producers.kafka_protocol import describe_share_groups
@@ -406,9 +407,15 @@ def test_a_share_groups_members_share_a_partition_and_nothing_alerts(watched):
     admin = _kafka_python_admin(watched.bootstrap, 10.0)
     try:
         # Ground truth: the broker's own assignment (a share consumer does not expose one).
-        described = poll(lambda: (d := describe_share_groups(admin, [group])[group])
-                         and len(d.members) == 2 and all(m.assignment for m in d.members) and d,
-                         60, what="two share members, each assigned the partition")
+        def settled():
+            try:
+                described = describe_share_groups(admin, [group])[group]
+            except KafkaError:           # the group's coordinator is still loading
+                return None
+            done = len(described.members) == 2 and all(m.assignment for m in described.members)
+            return described if done else None
+
+        described = poll(settled, 60, what="two share members, each assigned the partition")
         assert all(m.assignment == ((topic, 0),) for m in described.members)
         scrape = watched.monitor.wait_for(
             lambda s: watched.value(s, "rebalance_kafka_share_max_readers", group,

@@ -199,3 +199,23 @@ def test_a_broker_without_the_kip_848_api_fails_those_groups_not_the_poll():
     results = observer.poll(TS)
     assert [r.group for r in results] == ["orders"]
     assert dict(observer.health.group_errors) == {"UnsupportedGroupApi": 1}
+
+
+def test_a_group_whose_coordinator_is_not_ready_is_skipped_and_the_others_are_reported():
+    from kafka.errors import CoordinatorNotAvailableError
+
+    listed = [{"group_id": g, "protocol_type": "consumer", "group_type": "consumer"}
+              for g in ("fast", "moving")]
+
+    def one_by_one(names):
+        if names == ["moving"]:
+            raise CoordinatorNotAvailableError("coordinator loading")
+        return {name: kip848(name, [f"{name}-m1"]) for name in names}
+
+    admin = FakeAdmin(Script(listed), Script({}), describe_consumer_groups=Script(
+        CoordinatorNotAvailableError("coordinator loading"), one_by_one))
+    observer = observer_with(admin, Script(None))
+    results = observer.poll(TS)
+    assert [r.group for r in results] == ["fast"]
+    assert dict(observer.health.group_errors) == {"CoordinatorNotAvailableError": 1}
+    assert dict(observer.health.failures) == {}
