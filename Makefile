@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c constraints.txt -e ".[test]"
+	$(BIN)/pip install -q -c constraints.txt -e ".[job,test]"
 	touch $(STAMP)
 
 setup: $(STAMP)

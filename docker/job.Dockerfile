@@ -45,7 +45,7 @@ WORKDIR /opt/rebalance-monitor
 COPY pyproject.toml README.md constraints.txt ./
 COPY streaming ./streaming
 COPY producers ./producers
-RUN pip install -c constraints.txt "pyspark==${SPARK_VERSION}" . \
+RUN pip install -c constraints.txt "pyspark==${SPARK_VERSION}" ".[job]" \
  && python -c "import pyspark, sys; sys.exit(pyspark.__version__ != '${SPARK_VERSION}')"
 
 RUN useradd --create-home --uid 10001 monitor \

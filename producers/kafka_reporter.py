@@ -1,5 +1,9 @@
 """Make a Kafka consumer report its own membership to rebalance-monitor.
 
+Install it in the consumer application without Spark: `pip install rebalance-monitor` (the base
+install: confluent-kafka, kafka-python, prometheus-client; the job's Spark comes with the `job`
+extra only; tests/integration/test_reporter_package.py installs it in a clean virtualenv).
+
 confluent-kafka, a few lines added to an existing consumer:
 
     from producers.kafka_reporter import RebalanceReporter

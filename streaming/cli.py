@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import sys
 
 SUBCOMMANDS = {
@@ -28,10 +29,26 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
         sub_parser = sub.add_parser(name, help=help_text, description=help_text)
         # Only the chosen subcommand's module is imported (and may add arguments).
         if argv and argv[0] == name:
-            module = importlib.import_module(module_name)
+            module = _import(name, module_name)
             module.add_arguments(sub_parser)
             sub_parser.set_defaults(handler=module.main)
     return parser
+
+
+# The commands that run the streaming job, and what the `job` extra installs for them
+# (pyproject.toml); the base install runs the producers only.
+JOB_COMMANDS = frozenset({"run", "demo"})
+JOB_MODULES = ("pyspark", "pandas", "pyarrow")
+
+
+def _import(command: str, module_name: str):
+    missing = [m for m in JOB_MODULES if importlib.util.find_spec(m) is None] \
+        if command in JOB_COMMANDS else []
+    if missing:
+        print(f"rebalance-monitor {command}: needs the streaming job's packages (missing "
+              f"{', '.join(missing)}): pip install 'rebalance-monitor[job]'", file=sys.stderr)
+        sys.exit(2)
+    return importlib.import_module(module_name)
 
 
 def main(argv: list[str] | None = None) -> int:
