@@ -139,7 +139,7 @@ def test_dockerfile_pins_the_connector_to_the_installed_pyspark():
     assert ('--packages "org.apache.spark:spark-sql-kafka-0-10_${SCALA_BINARY_VERSION}:'
             '${SPARK_VERSION}"') in text
     assert 'pip install "pyspark==${SPARK_VERSION}"' in text
-    assert 'pip install -c constraints.txt "pyspark==${SPARK_VERSION}" .' in text
+    assert 'pip install -c constraints.txt "pyspark==${SPARK_VERSION}" ".[job]"' in text
     assert "SPARK_CONF_DIR=/opt/spark/conf" in text
 
 
