@@ -39,6 +39,8 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from streaming import option_values as values
+
 log = logging.getLogger("rebalance_monitor.producers")
 
 
@@ -351,6 +353,7 @@ def stamped(event: dict, cluster: str) -> dict:
 
 def add_metrics_arguments(parser, what: str) -> None:
     parser.add_argument(
-        "--metrics-port", type=int, default=None, metavar="PORT",
+        "--metrics-port", type=values.port, default=None, metavar="PORT",
         help=f"serve {what} on http://HOST:PORT/metrics (default: off; docs/metrics.md)")
-    parser.add_argument("--metrics-host", default="0.0.0.0", help="with --metrics-port")
+    parser.add_argument("--metrics-host", type=values.not_empty, default="0.0.0.0",
+                        help="with --metrics-port (default: %(default)s)")

@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import re
 import sys
 import time
@@ -57,6 +56,7 @@ from producers.health import (
     serve_metrics,
     stamped,
 )
+from streaming import option_values as values
 from streaming.delivery import DeliveryStats, Outbox, Record, RetryPolicy
 from streaming.exporter.health import DeliveryCollector
 from streaming.kafka_options import (
@@ -466,29 +466,34 @@ def _described_error(error) -> tuple[str, str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    env = os.environ.get
-    parser.add_argument("--bootstrap-servers", default=env("KAFKA_BOOTSTRAP_SERVERS"),
-                        required=env("KAFKA_BOOTSTRAP_SERVERS") is None,
-                        help="the cluster whose groups are observed")
-    parser.add_argument("--events-bootstrap-servers",
+    bootstrap = values.from_env("BOOTSTRAP_SERVERS", "KAFKA_BOOTSTRAP_SERVERS")
+    seconds = values.number(above=0)
+    parser.add_argument("--bootstrap-servers", type=values.not_empty, default=bootstrap,
+                        required=bootstrap is None,
+                        help="the cluster whose groups are observed (env "
+                             "REBALANCE_MONITOR_BOOTSTRAP_SERVERS, else KAFKA_BOOTSTRAP_SERVERS)")
+    parser.add_argument("--events-bootstrap-servers", type=values.not_empty,
                         help="where to publish events (default: --bootstrap-servers)")
-    parser.add_argument("--kafka-option", action="append", default=[], metavar="KEY=VALUE",
+    parser.add_argument("--kafka-option", action="append", type=values.key_value, default=[],
+                        metavar="KEY=VALUE",
                         help="a Kafka client setting, librdkafka's name, e.g. "
                              "security.protocol=SASL_SSL (docs/deploy.md), for the observed "
                              "cluster and the events producer; repeatable")
-    parser.add_argument("--events-kafka-option", action="append", default=[],
-                        metavar="KEY=VALUE",
+    parser.add_argument("--events-kafka-option", action="append", type=values.key_value,
+                        default=[], metavar="KEY=VALUE",
                         help="the events producer's settings instead of --kafka-option, for "
                              "an events cluster that is not the observed one; repeatable")
-    parser.add_argument("--topic", default="rebalance.events")
-    parser.add_argument("--interval", type=float, default=10.0, help="seconds between polls")
-    parser.add_argument("--timeout", type=float, default=10.0,
-                        help="seconds per request to the observed cluster")
+    parser.add_argument("--topic", type=values.not_empty, default="rebalance.events",
+                        help="the events topic (default: %(default)s)")
+    parser.add_argument("--interval", type=seconds, default=10.0,
+                        help="seconds between polls (default: %(default)s)")
+    parser.add_argument("--timeout", type=seconds, default=10.0,
+                        help="seconds per request to the observed cluster (default: %(default)s)")
     parser.add_argument("--once", action="store_true", help="poll once and exit")
     parser.add_argument("--stdout", action="store_true", help="print events instead")
     add_metrics_arguments(parser, "poll health (rebalance_observer_*) and event delivery "
                                   "(rebalance_monitor_produce_*)")
-    parser.add_argument("--cluster", default=None, metavar="NAME",
+    parser.add_argument("--cluster", type=values.not_empty, default=None, metavar="NAME",
                         help="the observed cluster's name in the events; the job shows a "
                              "cluster that goes silent and keeps its groups stale (default: "
                              "observe-kafka@ the first --bootstrap-servers address)")

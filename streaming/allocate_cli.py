@@ -21,6 +21,7 @@ import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+from streaming import option_values as values
 from streaming.core.allocation import (
     STRATEGIES,
     GroupAllocation,
@@ -38,24 +39,33 @@ class CaseError(ValueError):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--cases", metavar="FILE.jsonl",
+    strategy = values.one_of(*sorted(STRATEGIES), case_insensitive=True)
+    parser.add_argument("--cases", type=values.not_empty, metavar="FILE.jsonl",
                         help="batch form: conformance-format cases ('-' = stdin)")
-    parser.add_argument("--strategy", choices=sorted(STRATEGIES), help="RocketMQ strategy")
-    parser.add_argument("--topic", action="append", default=[], metavar="T:BROKER=N,...",
-                        help="a topic and its queue count per broker (repeatable)")
-    parser.add_argument("--clients", metavar="C1,C2,...",
-                        help="client ids, duplicates kept (a duplicate = two processes, one id)")
-    parser.add_argument("--virtual-nodes", type=int, default=10,
-                        help="CONSISTENT_HASH virtual nodes per client (default 10)")
-    parser.add_argument("--consumer-idcs", default="", metavar="IDC1,IDC2",
+    parser.add_argument("--strategy", type=strategy, metavar="STRATEGY",
+                        help=f"RocketMQ strategy, any case: {', '.join(sorted(STRATEGIES))}")
+    parser.add_argument("--topic", action="append", type=_topic_spec, default=[],
+                        metavar="T:BROKER=N,...",
+                        help=f"a topic and its queue count per broker (repeatable; at most "
+                             f"{MAX_PREVIEW_QUEUES:,} queues in all)")
+    parser.add_argument("--clients", type=_client_ids, metavar="C1,C2,...",
+                        help=f"client ids, duplicates kept (a duplicate = two processes, one id; "
+                             f"at most {MAX_PREVIEW_CLIENTS:,})")
+    parser.add_argument("--virtual-nodes", type=values.whole(minimum=1, maximum=10_000),
+                        default=10, help="CONSISTENT_HASH virtual nodes per client "
+                                         "(default: %(default)s)")
+    parser.add_argument("--consumer-idcs", type=values.names, default=None, metavar="IDC1,IDC2",
                         help="MACHINE_ROOM: the consumer's idcs (brokers are named idc@broker)")
-    parser.add_argument("--inner", default="AVG", choices=sorted(STRATEGIES),
-                        help="MACHINE_ROOM_NEARBY: the strategy used inside a room")
-    parser.add_argument("--broker-room", action="append", default=[], metavar="BROKER=ROOM",
+    parser.add_argument("--inner", type=strategy, default="AVG", metavar="STRATEGY",
+                        help="MACHINE_ROOM_NEARBY: the strategy used inside a room "
+                             "(default: %(default)s)")
+    parser.add_argument("--broker-room", action="append", type=values.key_value, default=[],
+                        metavar="BROKER=ROOM",
                         help="MACHINE_ROOM_NEARBY: a broker's machine room (repeatable)")
-    parser.add_argument("--client-room", action="append", default=[], metavar="CLIENT=ROOM",
+    parser.add_argument("--client-room", action="append", type=values.key_value, default=[],
+                        metavar="CLIENT=ROOM",
                         help="MACHINE_ROOM_NEARBY: a client's machine room (repeatable)")
-    parser.add_argument("--config-queue", action="append", default=[],
+    parser.add_argument("--config-queue", action="append", type=values.key_value, default=[],
                         metavar="CLIENT=TOPIC:BROKER:ID",
                         help="CONFIG: one queue of a client's configured list (repeatable)")
 
@@ -224,15 +234,47 @@ def _pairs(values: Iterable[str], what: str) -> dict[str, str]:
     return pairs
 
 
+# The interactive preview's size: it prints a row per client, and its input is typed by hand.
+MAX_PREVIEW_QUEUES = 100_000
+MAX_PREVIEW_CLIENTS = 10_000
+
+
+def _topic_spec(spec: str) -> str:
+    """--topic, checked where it is parsed: its form and its size."""
+    try:
+        _, queues = parse_topic(spec)
+    except CaseError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    if not queues:
+        raise argparse.ArgumentTypeError(f"topic {spec!r} has no queue")
+    return spec
+
+
+def _client_ids(text: str) -> str:
+    ids = [c.strip() for c in str(text).split(",")]
+    if not all(ids):
+        raise argparse.ArgumentTypeError(f"expected C1,C2,... with no empty id, got {text!r}")
+    if len(ids) > MAX_PREVIEW_CLIENTS:
+        raise argparse.ArgumentTypeError(
+            f"{len(ids):,} clients; the preview takes at most {MAX_PREVIEW_CLIENTS:,}")
+    return text
+
+
 def parse_topic(spec: str) -> tuple[str, list[Queue]]:
     """`T:broker-a=4,broker-b=2` -> ("T", queues 0..3 on broker-a and 0..1 on broker-b)."""
     topic, sep, brokers = spec.partition(":")
     if not sep or not topic or not brokers:
         raise CaseError(f"--topic must look like T:broker-a=4,broker-b=4, got {spec!r}")
     queues: list[Queue] = []
-    for broker, count in _pairs(brokers.split(","), "a broker's queue count").items():
+    counts = _pairs(brokers.split(","), "a broker's queue count")
+    for broker, count in counts.items():
         if not count.isdigit():
             raise CaseError(f"queue count of {broker!r} must be a number, got {count!r}")
+    total = sum(int(count) for count in counts.values())
+    if total > MAX_PREVIEW_QUEUES:
+        raise CaseError(f"{total:,} queues in {spec[:60]!r}; the preview takes at most "
+                        f"{MAX_PREVIEW_QUEUES:,}")
+    for broker, count in counts.items():
         queues.extend((topic, broker, queue_id) for queue_id in range(int(count)))
     return topic, queues
 
@@ -242,7 +284,7 @@ def _interactive_params(args: argparse.Namespace) -> tuple[dict, dict[str, dict]
     if args.strategy == "CONSISTENT_HASH":
         params["virtual_nodes"] = args.virtual_nodes
     elif args.strategy == "MACHINE_ROOM":
-        params["consumer_idcs"] = [i for i in args.consumer_idcs.split(",") if i]
+        params["consumer_idcs"] = [i for i in (args.consumer_idcs or "").split(",") if i]
     elif args.strategy == "MACHINE_ROOM_NEARBY":
         params.update(inner=args.inner, broker_rooms=_pairs(args.broker_room, "--broker-room"),
                       client_rooms=_pairs(args.client_room, "--client-room"))

@@ -11,6 +11,8 @@ import importlib
 import importlib.util
 import sys
 
+from streaming.option_values import OneLineParser
+
 SUBCOMMANDS = {
     "allocate": ("streaming.allocate_cli", "preview an allocation, or run conformance cases"),
     "run": ("streaming.spark.job", "run the streaming job"),
@@ -23,8 +25,9 @@ SUBCOMMANDS = {
 
 
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rebalance-monitor", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser = OneLineParser(prog="rebalance-monitor", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=OneLineParser)
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         sub_parser = sub.add_parser(name, help=help_text, description=help_text)
         # Only the chosen subcommand's module is imported (and may add arguments).

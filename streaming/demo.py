@@ -19,6 +19,7 @@ import tempfile
 import threading
 import time
 
+from streaming import option_values as values
 from streaming.core.contract import FindingRecord, GroupMetrics
 
 DEFAULT_SCENARIOS = "client-id-collision,multi-topic-skew,broker-crash,lost-notification"
@@ -28,18 +29,35 @@ FINDINGS_KEPT = 200  # finding records a SnapshotStore keeps
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--duration", type=float, default=None,
-                        help="stop after this many seconds (default: run until Ctrl-C)")
-    parser.add_argument("--scenarios", default=DEFAULT_SCENARIOS,
-                        help="comma-separated simulator scenarios, played in parallel, repeated")
-    parser.add_argument("--speed", type=float, default=2.0,
-                        help="simulated seconds per wall second")
-    parser.add_argument("--bootstrap-servers", default=None,
+    parser.add_argument("--duration", type=values.number(above=0), default=None,
+                        help="stop after this many wall-clock seconds (default: run until "
+                             "Ctrl-C)")
+    parser.add_argument("--scenarios", type=_scenarios, default=DEFAULT_SCENARIOS,
+                        help="comma-separated simulator scenarios, played in parallel, repeated "
+                             "(default: %(default)s)")
+    parser.add_argument("--speed", type=values.number(above=0), default=2.0,
+                        help="simulated seconds per wall second (default: %(default)s)")
+    parser.add_argument("--bootstrap-servers", type=values.not_empty, default=None,
                         help="use this Kafka instead of starting a broker")
-    parser.add_argument("--topic", default="rebalance.events")
-    parser.add_argument("--metrics-host", default="127.0.0.1")
-    parser.add_argument("--metrics-port", type=int, default=9108)
-    parser.add_argument("--refresh", type=float, default=2.0, help="table refresh, seconds")
+    parser.add_argument("--topic", type=values.not_empty, default="rebalance.events",
+                        help="the events topic (default: %(default)s)")
+    parser.add_argument("--metrics-host", type=values.not_empty, default="127.0.0.1",
+                        help="address of the job's /metrics (default: %(default)s)")
+    parser.add_argument("--metrics-port", type=values.port, default=9108,
+                        help="port of the job's /metrics (default: %(default)s)")
+    parser.add_argument("--refresh", type=values.number(above=0), default=2.0,
+                        help="table refresh, seconds (default: %(default)s)")
+
+
+def _scenarios(text: str) -> str:
+    from producers.simulator.scenarios import SCENARIOS
+
+    listed = values.names(text)
+    unknown = [name for name in listed.split(",") if name not in SCENARIOS]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown scenario(s) {', '.join(unknown)}; known: {', '.join(sorted(SCENARIOS))}")
+    return listed
 
 
 def main(args: argparse.Namespace) -> int:

@@ -18,14 +18,20 @@ import argparse
 import json
 import logging
 import os
-import re
 import sys
 
-from producers.health import PollHealth, poll_until_stopped, serve_metrics, stamped
+from producers.health import (
+    PollHealth,
+    add_metrics_arguments,
+    poll_until_stopped,
+    serve_metrics,
+    stamped,
+)
 from producers.rocketmq.admin import RocketMQAdmin
 from producers.rocketmq.bridge import STRATEGIES
 from producers.rocketmq.observer import ObserverOptions, RocketMQObserver
 from producers.rocketmq.remoting import AclSigner, RemotingClient
+from streaming import option_values as values
 from streaming.delivery import DeliveryStats, Outbox, Record, RetryPolicy
 from streaming.exporter.health import DeliveryCollector
 from streaming.kafka_options import options_or_exit
@@ -36,40 +42,52 @@ log = logging.getLogger("rebalance_monitor.observe_rocketmq")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     env = os.environ.get
     add = parser.add_argument
-    add("--namesrv", default=env("ROCKETMQ_NAMESRV"), required=env("ROCKETMQ_NAMESRV") is None,
-        help="NameServer address(es), HOST:PORT[;HOST:PORT] (env ROCKETMQ_NAMESRV)")
-    add("--bootstrap-servers", default=env("KAFKA_BOOTSTRAP_SERVERS"),
-        help="Kafka of the events topic (env KAFKA_BOOTSTRAP_SERVERS); not needed with --stdout")
-    add("--topic", default="rebalance.events", help="the events topic")
-    add("--interval", type=float, default=10.0, help="seconds between polls")
+    seconds = values.number(above=0)
+    namesrv = values.from_env("NAMESRV", "NAMESRV_ADDR", "ROCKETMQ_NAMESRV")
+    add("--namesrv", type=values.host_ports(default_port=9876, separators=";"), default=namesrv,
+        required=namesrv is None,
+        help="NameServer address(es), HOST[:PORT][;HOST[:PORT]], port 9876 unless given (env "
+             "REBALANCE_MONITOR_NAMESRV, else NAMESRV_ADDR or ROCKETMQ_NAMESRV)")
+    add("--bootstrap-servers", type=values.not_empty,
+        default=values.from_env("BOOTSTRAP_SERVERS", "KAFKA_BOOTSTRAP_SERVERS"),
+        help="Kafka of the events topic (env REBALANCE_MONITOR_BOOTSTRAP_SERVERS, else "
+             "KAFKA_BOOTSTRAP_SERVERS); not needed with --stdout")
+    add("--topic", type=values.not_empty, default="rebalance.events",
+        help="the events topic (default: %(default)s)")
+    add("--interval", type=seconds, default=10.0,
+        help="seconds between polls (default: %(default)s)")
     add("--once", action="store_true", help="poll once, send, and exit")
     add("--stdout", action="store_true", help="print the events (JSON lines) instead of sending")
-    add("--include", type=re.compile, default=None, metavar="REGEX",
+    add("--include", type=values.pattern, default=None, metavar="REGEX",
         help="only groups whose name matches")
-    add("--exclude", type=re.compile, default=None, metavar="REGEX",
+    add("--exclude", type=values.pattern, default=None, metavar="REGEX",
         help="leave out groups whose name matches")
     add("--include-system-groups", action="store_true",
         help="also watch RocketMQ's own groups (TOOLS_CONSUMER, SELF_TEST_C_GROUP, ...)")
     add("--default-strategy", default="AVG", choices=sorted(set(STRATEGIES.values())),
-        help="the strategy of clients that do not report one (Go, C++); events say it was assumed")
-    add("--running-info-budget", type=int, default=50,
-        help="clients asked for what they hold per poll at most (each call reaches a client)")
-    add("--running-info-refresh", type=float, default=120.0,
-        help="seconds after which an unchanged client's holdings are asked again")
-    add("--keepalive", type=float, default=30.0,
+        help="the strategy of clients that do not report one (Go, C++); events say it was "
+             "assumed (default: %(default)s)")
+    add("--running-info-budget", type=values.non_negative, default=50,
+        help="clients asked for what they hold per poll at most (each call reaches a client; "
+             "default: %(default)s)")
+    add("--running-info-refresh", type=seconds, default=120.0,
+        help="seconds after which an unchanged client's holdings are asked again "
+             "(default: %(default)s)")
+    add("--keepalive", type=seconds, default=30.0,
         help="seconds between re-sends of an unchanged member or route (keep it well under the "
-             "job's --session-timeout-ms, 120 s by default)")
-    add("--timeout", type=float, default=5.0, help="seconds per admin call (running info: 15)")
-    add("--access-key", default=env("ROCKETMQ_ACCESS_KEY"),
+             "job's --session-timeout-ms, 120 s by default; default: %(default)s)")
+    add("--timeout", type=seconds, default=5.0,
+        help="seconds per admin call (running info: 15; default: %(default)s)")
+    add("--access-key", type=values.not_empty, default=env("ROCKETMQ_ACCESS_KEY"),
         help="ACL 1.0 AccessKey (env ROCKETMQ_ACCESS_KEY); with --secret-key, signs every call")
-    add("--secret-key", default=env("ROCKETMQ_SECRET_KEY"), help="ACL SecretKey (env ROCKETMQ_SECRET_KEY)")
-    add("--metrics-port", type=int, default=None,
-        help="serve the bridge's own metrics on this port (default: none)")
-    add("--metrics-host", default="0.0.0.0")
-    add("--kafka-option", action="append", default=[], metavar="KEY=VALUE",
+    add("--secret-key", type=values.not_empty, default=env("ROCKETMQ_SECRET_KEY"),
+        help="ACL SecretKey (env ROCKETMQ_SECRET_KEY)")
+    add_metrics_arguments(parser, "the bridge's own metrics")
+    add("--kafka-option", action="append", type=values.key_value, default=[],
+        metavar="KEY=VALUE",
         help="a setting for the events producer, librdkafka's name, e.g. "
              "security.protocol=SASL_SSL (docs/deploy.md); repeatable")
-    add("--cluster", default=None, metavar="NAME",
+    add("--cluster", type=values.not_empty, default=None, metavar="NAME",
         help="the cluster's name in the events; the job shows a cluster that goes silent and "
              "keeps its groups stale (default: observe-rocketmq@ the first --namesrv address)")
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import signal
 import sys
 import threading
@@ -45,6 +44,7 @@ from producers.health import (
 )
 from producers.simulator.clock import DEFAULT_EPOCH_MS, FastClock, RealtimeClock
 from producers.simulator.scenarios import SCENARIOS, Scenario, Steady
+from streaming import option_values as values
 from streaming.delivery import RETRIABLE, DeliveryStats, cause_of
 from streaming.exporter.health import DeliveryCollector
 from streaming.kafka_options import options_or_exit
@@ -56,39 +56,58 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = "scenarios:\n" + "\n".join(
         f"  {name:22} {cls.summary}" for name, cls in sorted(SCENARIOS.items()))
-    parser.add_argument("--bootstrap-servers", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"),
-                        help="Kafka bootstrap servers (env KAFKA_BOOTSTRAP_SERVERS)")
-    parser.add_argument("--topic", default="rebalance.events", help="events topic")
-    parser.add_argument("--scenario", choices=sorted(SCENARIOS), default="steady")
-    parser.add_argument("--seed", type=int, default=0)
+    positive, non_negative = values.positive, values.non_negative
+    parser.add_argument("--bootstrap-servers", type=values.not_empty,
+                        default=values.from_env("BOOTSTRAP_SERVERS", "KAFKA_BOOTSTRAP_SERVERS"),
+                        help="Kafka bootstrap servers (env REBALANCE_MONITOR_BOOTSTRAP_SERVERS, "
+                             "else KAFKA_BOOTSTRAP_SERVERS)")
+    parser.add_argument("--topic", type=values.not_empty, default="rebalance.events",
+                        help="events topic (default: %(default)s)")
+    parser.add_argument("--scenario", choices=sorted(SCENARIOS), default="steady",
+                        help="what to simulate (default: %(default)s; listed below)")
+    parser.add_argument("--seed", type=non_negative, default=0,
+                        help="random seed: one seed, one run (default: %(default)s)")
     parser.add_argument("--realtime", action="store_true", help="pace by the wall clock")
-    parser.add_argument("--speed", type=float, default=1.0, help="with --realtime: N x faster")
-    parser.add_argument("--epoch-ms", type=int, default=DEFAULT_EPOCH_MS,
-                        help="start of simulated time when not --realtime")
-    parser.add_argument("--duration", type=float, help="simulated seconds (scenario default)")
+    parser.add_argument("--speed", type=values.number(above=0), default=1.0,
+                        help="with --realtime: N x faster (default: %(default)s)")
+    parser.add_argument("--epoch-ms", type=values.whole(minimum=946_684_800_000,
+                                                        maximum=4_102_444_799_999),
+                        default=DEFAULT_EPOCH_MS,
+                        help="start of simulated time when not --realtime (default: %(default)s)")
+    parser.add_argument("--duration", type=values.number(above=0),
+                        help="simulated seconds (default: the scenario's)")
     parser.add_argument("--with-view", action="store_true",
                         help="heartbeats carry view and owned (default: what real clients send)")
     parser.add_argument("--groups-list", action="store_true",
                         help="one route event naming `groups` instead of one per group")
-    parser.add_argument("--notification-loss", type=float, default=0.0,
-                        help="probability that a broker notification is lost")
+    parser.add_argument("--notification-loss", type=values.number(minimum=0, maximum=1),
+                        default=0.0, help="probability that a broker notification is lost "
+                                          "(default: %(default)s)")
     steady = parser.add_argument_group("steady scenario")
-    steady.add_argument("--groups", type=int, default=100)
-    steady.add_argument("--clients", type=int, default=4, help="clients per group")
-    steady.add_argument("--topics", type=int, default=2, help="topics per group")
-    steady.add_argument("--queues", type=int, default=8, help="queues per topic")
-    steady.add_argument("--brokers", type=int, default=2)
-    parser.add_argument("--rate", type=float, help="at most N events per wall-clock second")
-    parser.add_argument("--cluster", default=None, metavar="NAME",
+    steady.add_argument("--groups", type=positive, default=100,
+                        help="groups (default: %(default)s)")
+    steady.add_argument("--clients", type=positive, default=4,
+                        help="clients per group (default: %(default)s)")
+    steady.add_argument("--topics", type=positive, default=2,
+                        help="topics per group (default: %(default)s)")
+    steady.add_argument("--queues", type=positive, default=8,
+                        help="queues per topic (default: %(default)s)")
+    steady.add_argument("--brokers", type=positive, default=2,
+                        help="brokers (default: %(default)s)")
+    parser.add_argument("--rate", type=values.number(above=0),
+                        help="at most N events per wall-clock second (default: unpaced)")
+    parser.add_argument("--cluster", type=values.not_empty, default=None, metavar="NAME",
                         help="the simulated cluster's name in every event (docs/events.md, "
                              "cluster); default: none, which the job reads as \"default\"")
     parser.add_argument("--print-ground-truth", action="store_true")
     parser.add_argument("--stdout", action="store_true", help="print events instead of producing")
-    parser.add_argument("--create-topic", type=int, metavar="PARTITIONS",
+    parser.add_argument("--create-topic", type=positive, metavar="PARTITIONS",
                         help="create the events topic with this many partitions first")
-    parser.add_argument("--attempts", type=int, default=3,
-                        help="deliveries per event when the broker fails with a retriable cause")
-    parser.add_argument("--kafka-option", action="append", default=[], metavar="KEY=VALUE",
+    parser.add_argument("--attempts", type=positive, default=3,
+                        help="deliveries per event when the broker fails with a retriable cause "
+                             "(default: %(default)s)")
+    parser.add_argument("--kafka-option", action="append", type=values.key_value, default=[],
+                        metavar="KEY=VALUE",
                         help="a Kafka client setting, librdkafka's name, e.g. "
                              "security.protocol=SASL_SSL (docs/deploy.md); repeatable")
     add_metrics_arguments(parser, "event delivery counts by cause (rebalance_monitor_produce_*) "

@@ -16,9 +16,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any
 
+from streaming import option_values as values
 from streaming.core.step import StepConfig
 from streaming.kafka_options import KafkaClientOptions, options_or_exit, parse_kafka_options
-from streaming.spark.offset_ranges import parse_bool, parse_positive_int
+from streaming.spark.offset_ranges import parse_bool
 from streaming.spark.source import SOURCES
 
 ENV_PREFIX = "REBALANCE_MONITOR_"
@@ -44,20 +45,12 @@ def option(help: str, parse: Callable[[str], Any] = str, *, default: Any = MISSI
                  metadata={"option": Option(help=help, parse=parse, **details)})
 
 
-# Per-option parsers. Each one is the only check of its values, from a flag or a variable.
+# Per-option parsers (streaming.option_values, and these). Each one is the only check of its
+# values, from a flag or a variable.
 
-def _whole_number(text: str) -> int:
-    try:
-        return int(text)
-    except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-
-
-def _positive(text: str) -> int:
-    value = parse_positive_int(text, "the value")
-    if value is None:
-        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
-    return value
+_positive = values.positive
+_not_empty = values.not_empty
+_one_of = values.one_of
 
 
 def _positive_or_auto(text: str) -> int | None:
@@ -74,21 +67,6 @@ def _on_off(text: str) -> bool:
     return parse_bool(text, "the value", default=False)
 
 
-def _not_empty(text: str) -> str:
-    if not str(text).strip():
-        raise argparse.ArgumentTypeError("must not be empty")
-    return str(text)
-
-
-def _one_of(*choices: str) -> Callable[[str], str]:
-    def parse(text: str) -> str:
-        if text not in choices:
-            raise argparse.ArgumentTypeError(
-                f"expected one of {', '.join(choices)}, got {text!r}")
-        return text
-    return parse
-
-
 def _kafka_option(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
@@ -101,10 +79,11 @@ class JobConfig:
     bootstrap_servers: str = option(
         "Kafka bootstrap servers of the events topic, e.g. HOST:9092,HOST2:9092",
         _not_empty, required=True, metavar="HOST:PORT[,...]")
-    topic: str = option("the events topic", default="rebalance.events", metavar="TOPIC")
+    topic: str = option("the events topic", _not_empty, default="rebalance.events",
+                        metavar="TOPIC")
     checkpoint: str = option(
         "checkpoint directory (offsets, group state, the job's counters); keep it on durable "
-        "storage", default="./checkpoints/rebalance-monitor", metavar="PATH")
+        "storage", _not_empty, default="./checkpoints/rebalance-monitor", metavar="PATH")
     source: str = option(
         "kafka: Spark's built-in connector; embedded: the Python reader; auto: built-in if "
         "present", _one_of(*SOURCES), default="auto",
@@ -127,35 +106,35 @@ class JobConfig:
         _kafka_option, default_factory=dict, flag="kafka-option", repeated=True,
         metavar="KEY=VALUE", shown_default="none")
     findings_topic: str = option(
-        "topic the findings that start or end are written to", default="rebalance.findings",
-        metavar="TOPIC")
+        "topic the findings that start or end are written to", _not_empty,
+        default="rebalance.findings", metavar="TOPIC")
     dead_letter_topic: str = option(
-        "topic invalid events are written to, with their reason",
+        "topic invalid events are written to, with their reason", _not_empty,
         default="rebalance.events.dlq", metavar="TOPIC")
-    metrics_host: str = option("address the /metrics endpoint listens on", default="0.0.0.0",
-                               metavar="HOST")
-    metrics_port: int = option("port of the /metrics endpoint", _whole_number, default=9108,
-                               metavar="PORT")
+    metrics_host: str = option("address the /metrics endpoint listens on", _not_empty,
+                               default="0.0.0.0", metavar="HOST")
+    metrics_port: int = option("port of the /metrics endpoint (0: any free port)", values.port,
+                               default=9108, metavar="PORT")
     trigger_interval: str = option(
         "time between micro-batches (Spark's processing-time trigger); keep it at or above "
-        "the batch duration", default="2 seconds", metavar="DURATION")
+        "the batch duration", values.spark_duration, default="2 seconds", metavar="DURATION")
     watermark_delay: str = option(
         "how far the watermark (which drives session expiry in event time) trails the "
-        "newest record", default="30 seconds", metavar="DURATION")
+        "newest record", values.spark_duration, default="30 seconds", metavar="DURATION")
     session_timeout_ms: int = option(
         "a RocketMQ member without heartbeat for this long (event time) is gone",
-        _whole_number, default=120_000, metavar="MS")
+        _positive, default=120_000, metavar="MS")
     kafka_session_timeout_ms: int = option(
-        "a Kafka member without heartbeat for this long (event time) is gone", _whole_number,
+        "a Kafka member without heartbeat for this long (event time) is gone", _positive,
         default=45_000, metavar="MS")
     reorder_window_ms: int = option(
         "events this far behind a group's newest event are put back in order exactly (the "
         "window's edge moves in steps of this size); events behind it merge with the newest "
-        "fact winning", _whole_number, default=10_000, metavar="MS")
+        "fact winning", values.non_negative, default=10_000, metavar="MS")
     client_metrics: bool = option("export rebalance_client_queues per client",
                                   _on_off, default=True, metavar="ON|OFF", shown_default="on")
     max_client_series: int = option("cap on rebalance_client_queues series per group",
-                                    _whole_number, default=500, metavar="N")
+                                    values.non_negative, default=500, metavar="N")
     shuffle_partitions: int | None = option(
         "state partitions (tasks of the stateful stage), fixed when the checkpoint is "
         "created; auto: Spark's default parallelism (total cores)", _positive_or_auto,
@@ -180,7 +159,7 @@ class JobConfig:
     max_clock_skew_ms: int = option(
         "events stamped further ahead of their Kafka timestamp go to the dead-letter topic as "
         "future_timestamp (a producer's clock is wrong); they never move the watermark",
-        _whole_number, default=300_000, metavar="MS")
+        values.non_negative, default=300_000, metavar="MS")
 
     def step_config(self) -> StepConfig:
         """The core's settings: the JobConfig fields of the same names."""

@@ -28,6 +28,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from pyspark.sql.streaming.state import GroupStateTimeout
 
+from streaming import option_values as values
 from streaming.core.state.shard import decode_shard
 from streaming.core.step import metrics_of
 from streaming.delivery import DeliveryStats, Outbox, RetryPolicy
@@ -283,7 +284,8 @@ def _failure_cause(error) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser)
-    parser.add_argument("--master", default=os.environ.get("REBALANCE_MONITOR_MASTER"),
+    parser.add_argument("--master", type=values.not_empty,
+                        default=os.environ.get("REBALANCE_MONITOR_MASTER"),
                         help="Spark master (default: spark-submit's, else local[*])")
 
 

@@ -147,8 +147,11 @@ def test_table_reports_java_exceptions_per_client(capsys):
 
 def test_interactive_usage_errors_exit_2(capsys):
     assert cli.main(["allocate", "--strategy", "AVG", "--clients", "c1"]) == 2
-    assert cli.main(["allocate", "--strategy", "AVG", "--topic", "T:b=x", "--clients", "c"]) == 2
+    with pytest.raises(SystemExit) as refused:       # refused where the option is parsed
+        cli.main(["allocate", "--strategy", "AVG", "--topic", "T:b=x", "--clients", "c"])
+    assert refused.value.code == 2
     assert capsys.readouterr().err.splitlines() == [
         "allocate: give --strategy, at least one --topic and --clients (or --cases FILE)",
-        "allocate: queue count of 'b' must be a number, got 'x'",
+        "rebalance-monitor allocate: error: argument --topic: queue count of 'b' must be a "
+        "number, got 'x'",
     ]

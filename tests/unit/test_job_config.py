@@ -107,9 +107,22 @@ BAD = {
     "max_clock_skew_ms": ("5 min", "whole number"),
     "cluster_silence_ms": ("0", "positive"),
     "cluster_forget_ms": ("-1", "positive"),
+    "topic": (" ", "empty"),
+    "checkpoint": ("", "empty"),
+    "findings_topic": (" ", "empty"),
+    "dead_letter_topic": (" ", "empty"),
+    "metrics_host": ("", "empty"),
+    "trigger_interval": ("bogus", "duration"),
+    "watermark_delay": ("30 parsecs", "duration"),
 }
-FREE_TEXT = {"topic", "checkpoint", "findings_topic", "dead_letter_topic", "metrics_host",
-             "trigger_interval", "watermark_delay"}
+FREE_TEXT: set[str] = set()
+# What a new operator tried, each once accepted and handed to Spark.
+ALSO_BAD = [
+    ("metrics_port", "99999", "at most 65535"),
+    ("session_timeout_ms", "-1", "positive"),
+    ("reorder_window_ms", "-10", "at least 0"),
+    ("max_client_series", "-3", "at least 0"),
+]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -225,6 +238,13 @@ def test_a_bad_flag_value_is_refused_naming_the_flag(capsys, name):
     error = capsys.readouterr().err
     assert f"argument {flag_of(field_named(name))}: " in error and reason in error
     assert "Traceback" not in error
+
+
+@pytest.mark.parametrize("name, text, reason", ALSO_BAD)
+def test_out_of_range_values_are_refused_where_they_are_parsed(capsys, name, text, reason):
+    with pytest.raises(SystemExit) as exited:
+        parse(flag_of(field_named(name)), text)
+    assert exited.value.code == 2 and reason in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("name", sorted(BAD))
