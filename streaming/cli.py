@@ -11,6 +11,7 @@ import importlib
 import importlib.util
 import sys
 
+from streaming.logs import add_logging_arguments, configure_logging
 from streaming.option_values import OneLineParser
 
 SUBCOMMANDS = {
@@ -26,10 +27,12 @@ SUBCOMMANDS = {
 
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     parser = OneLineParser(prog="rebalance-monitor", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                 parser_class=OneLineParser)
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         sub_parser = sub.add_parser(name, help=help_text, description=help_text)
+        add_logging_arguments(sub_parser, "WARNING" if name == "demo" else "INFO")
         # Only the chosen subcommand's module is imported (and may add arguments).
         if argv and argv[0] == name:
             module = _import(name, module_name)
@@ -57,7 +60,18 @@ def _import(command: str, module_name: str):
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(argv).parse_args(argv)
+    configure_logging(args.log_level, args.log_format)
     return int(args.handler(args) or 0)
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("rebalance-monitor")
+    except PackageNotFoundError:       # run from a source tree (spark-submit with the zip)
+        return "unknown (not installed)"
 
 
 if __name__ == "__main__":

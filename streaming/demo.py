@@ -61,7 +61,7 @@ def _scenarios(text: str) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.WARNING)
+    logging.basicConfig(level=logging.WARNING)     # run as a module; the CLI has set --log-level
     signal.signal(signal.SIGTERM, _interrupt)
     workdir = tempfile.mkdtemp(prefix="rebalance-monitor-demo-")
     broker, source = _choose_broker(args, workdir)

@@ -104,3 +104,25 @@ def test_a_bad_environment_default_is_refused_like_the_option(monkeypatch, capsy
     with pytest.raises(SystemExit) as exited:
         cli.build_parser(argv).parse_args(argv)
     assert exited.value.code == 2 and "--bootstrap-servers" in capsys.readouterr().err
+
+
+def test_version_and_json_logs(capsys):
+    import json
+    import logging
+
+    with pytest.raises(SystemExit) as shown:
+        cli.main(["--version"])
+    assert shown.value.code == 0 and capsys.readouterr().out.startswith("rebalance-monitor ")
+    args = cli.build_parser(["allocate"]).parse_args(["allocate", "--log-format", "json",
+                                                      "--log-level", "debug"])
+    root = logging.getLogger()
+    before = (root.handlers[:], root.level)
+    try:
+        cli.configure_logging(args.log_level, args.log_format)
+        logging.getLogger("rebalance_monitor.test").warning("one %s", "line")
+        line = json.loads(capsys.readouterr().err.strip())
+        assert (line["level"], line["logger"], line["message"]) == (
+            "WARNING", "rebalance_monitor.test", "one line")
+        assert root.level == logging.DEBUG
+    finally:
+        root.handlers[:], root.level = before

@@ -1,0 +1,57 @@
+"""Every command's logging: `--log-level` and `--log-format text|json` (environment defaults
+REBALANCE_MONITOR_LOG_LEVEL and REBALANCE_MONITOR_LOG_FORMAT), set once before the command runs.
+
+    >>> record = logging.LogRecord("rebalance_monitor.job", logging.WARNING, __file__, 1,
+    ...                            "query restarted (%s)", ("StreamingQueryException",), None)
+    >>> record.created = 1_700_000_000.25
+    >>> JsonFormatter().format(record)
+    '{"time": "2023-11-14T22:13:20.250Z", "level": "WARNING", "logger": "rebalance_monitor.job", "message": "query restarted (StreamingQueryException)"}'
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from datetime import UTC, datetime
+
+from streaming import option_values as values
+
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: time (UTC), level, logger, message, and the traceback if any."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        moment = datetime.fromtimestamp(record.created, UTC)
+        out = {"time": moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z",
+               "level": record.levelname, "logger": record.name, "message": record.getMessage()}
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        return json.dumps(out, ensure_ascii=False)
+
+
+def add_logging_arguments(parser: argparse.ArgumentParser, level: str = "INFO") -> None:
+    env = os.environ.get
+    parser.add_argument("--log-level", type=values.one_of(*LEVELS, case_insensitive=True),
+                        default=env("REBALANCE_MONITOR_LOG_LEVEL", level), metavar="LEVEL",
+                        help=f"{', '.join(LEVELS)} (default: %(default)s; env "
+                             "REBALANCE_MONITOR_LOG_LEVEL)")
+    parser.add_argument("--log-format", type=values.one_of("text", "json"),
+                        default=env("REBALANCE_MONITOR_LOG_FORMAT", "text"), metavar="FORMAT",
+                        help="text, or json: one object a line (default: %(default)s; env "
+                             "REBALANCE_MONITOR_LOG_FORMAT)")
+
+
+def configure_logging(level: str, log_format: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
