@@ -157,20 +157,9 @@ def translate_group(description, partitions: Mapping[str, int], ts_ms: int, *,
                             f"{', '.join(KAFKA_ASSIGNORS)}; members not reported")
         beats = []
     out.events.extend(b for b in beats if b is not None)
-    out.members = tuple(b["client_id"] for b in out.events)
-    gone = sorted(set(previous_members) - set(out.members))
-    out.events.extend({"v": 1, "type": "unregister", "system": "kafka", "ts": ts_ms,
-                       "group": group, "client_id": m} for m in gone)
-    topics = sorted({t for m in members for t in _subscription(_get(m, "member_metadata"))[0]}
-                    | set(committed_topics))
-    out.topics = tuple(topics)
-    for topic in topics:
-        if topic in partitions:
-            out.events.append({"v": 1, "type": "route", "system": "kafka", "ts": ts_ms,
-                               "group": group, "topic": topic, "partitions": partitions[topic]})
-        else:
-            out.warnings.append(f"group {group}: topic {topic} is not in the cluster metadata")
-    return out
+    topics = {t for m in members for t in _subscription(_get(m, "member_metadata"))[0]}
+    return _leavers_and_routes(out, topics | set(committed_topics), partitions, ts_ms,
+                               previous_members)
 
 
 def translate_consumer_group(description: kafka_protocol.ConsumerGroupDescription,
@@ -218,11 +207,20 @@ def _broker_assigned_heartbeat(description, member, group_type: str, ts_ms: int)
 def _translation(group: str, beats: list[dict], partitions: Mapping[str, int], ts_ms: int,
                  previous_members: Iterable[str]) -> Translation:
     out = Translation(group=group, events=list(beats))
-    out.members = tuple(b["client_id"] for b in beats)
+    return _leavers_and_routes(out, {t for b in beats for t in b["topics"]}, partitions, ts_ms,
+                               previous_members)
+
+
+def _leavers_and_routes(out: Translation, topics: Iterable[str], partitions: Mapping[str, int],
+                        ts_ms: int, previous_members: Iterable[str]) -> Translation:
+    """After a group's heartbeats: an unregister for each member gone since the previous poll,
+    and a route per topic (a warning for a topic the cluster metadata lacks)."""
+    group = out.group
+    out.members = tuple(e["client_id"] for e in out.events if e["type"] == "heartbeat")
     gone = sorted(set(previous_members) - set(out.members))
     out.events.extend({"v": 1, "type": "unregister", "system": "kafka", "ts": ts_ms,
                        "group": group, "client_id": m} for m in gone)
-    out.topics = tuple(sorted({t for b in beats for t in b["topics"]}))
+    out.topics = tuple(sorted(topics))
     for topic in out.topics:
         if topic in partitions:
             out.events.append({"v": 1, "type": "route", "system": "kafka", "ts": ts_ms,
@@ -267,8 +265,6 @@ def _admin_class():
 # and KIP-932 APIs (producers/kafka_protocol.py) for the groups the broker assigns.
 DESCRIBE_REQUESTS = {"classic": "describe_groups", "consumer": "describe_consumer_groups",
                      "share": "describe_share_groups"}
-BROKER_ASSIGNED_DESCRIPTIONS = (kafka_protocol.ConsumerGroupDescription,
-                                kafka_protocol.ShareGroupDescription)
 GROUP_ID_NOT_FOUND = 69
 
 
@@ -386,7 +382,7 @@ class KafkaGroupObserver:
         if isinstance(description, Exception):
             self.health.group_failed(name, error_cause(description), str(description))
             return None
-        if isinstance(description, BROKER_ASSIGNED_DESCRIPTIONS):
+        if isinstance(description, kafka_protocol.GroupDescription):
             if description.error_code == 0:
                 translate = (translate_consumer_group if isinstance(
                     description, kafka_protocol.ConsumerGroupDescription) else translate_share_group)

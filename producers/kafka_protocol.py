@@ -108,7 +108,9 @@ class ConsumerGroupMember:
 
 
 @dataclass(frozen=True)
-class ConsumerGroupDescription:
+class GroupDescription:
+    """What ConsumerGroupDescribe and ShareGroupDescribe both say of a group."""
+
     group_id: str
     error_code: int
     error_message: str | None
@@ -116,12 +118,16 @@ class ConsumerGroupDescription:
     group_epoch: int
     assignment_epoch: int
     assignor_name: str
-    members: tuple[ConsumerGroupMember, ...]
 
     @property
     def error(self) -> type[Errors.KafkaError] | None:
         """The error's kafka-python class, None when error_code is 0."""
         return None if self.error_code == 0 else Errors.for_code(self.error_code)
+
+
+@dataclass(frozen=True)
+class ConsumerGroupDescription(GroupDescription):
+    members: tuple[ConsumerGroupMember, ...]
 
 
 @dataclass(frozen=True)
@@ -136,19 +142,8 @@ class ShareGroupMember:
 
 
 @dataclass(frozen=True)
-class ShareGroupDescription:
-    group_id: str
-    error_code: int
-    error_message: str | None
-    group_state: str
-    group_epoch: int
-    assignment_epoch: int
-    assignor_name: str
+class ShareGroupDescription(GroupDescription):
     members: tuple[ShareGroupMember, ...]
-
-    @property
-    def error(self) -> type[Errors.KafkaError] | None:
-        return None if self.error_code == 0 else Errors.for_code(self.error_code)
 
 
 @dataclass(frozen=True)

@@ -216,39 +216,36 @@ class RebalanceCollector(Collector):
 def group_families(groups: list[GroupMetrics], health: JobHealth,
                    clients: ClientSeriesPolicy) -> Iterator[Metric]:
     """The per-group families, in exposition order, with the samples of `groups`."""
-    for name, doc, value_of in GROUP_GAUGES:
-        family = GaugeMetricFamily(name, doc, labels=GROUP_LABELS)
-        for group in groups:
-            family.add_metric(list(group.key), float(value_of(group)))
-        yield family
-    for name, doc, values_of in TOPIC_GAUGES:
-        family = GaugeMetricFamily(name, doc, labels=GROUP_LABELS + ["topic"])
-        for group in groups:
-            for topic, value in sorted(values_of(group).items()):
-                family.add_metric([*group.key, topic], float(value))
-        yield family
-    for name, doc, value_of in GROUP_COUNTERS:
-        family = CounterMetricFamily(name, doc, labels=GROUP_LABELS)
-        for group in groups:
-            family.add_metric(list(group.key), float(value_of(group)))
-        yield family
+    yield from _per_group(GaugeMetricFamily, GROUP_GAUGES, groups)
+    yield from _per_topic(TOPIC_GAUGES, groups)
+    yield from _per_group(CounterMetricFamily, GROUP_COUNTERS, groups)
     yield conflict_age(groups, health)
     yield _group_info(groups)
     assigned = [group for group in groups if group.broker_assigned]
-    for name, doc, value_of in KAFKA_GROUP_GAUGES:
-        family = GaugeMetricFamily(name, doc, labels=GROUP_LABELS)
-        for group in assigned:
-            family.add_metric(list(group.key), float(value_of(group)))
-        yield family
-    for name, doc, values_of in KAFKA_TOPIC_GAUGES:
-        family = GaugeMetricFamily(name, doc, labels=GROUP_LABELS + ["topic"])
-        for group in assigned:
-            for topic, value in sorted(values_of(group).items()):
-                family.add_metric([*group.key, topic], float(value))
-        yield family
+    yield from _per_group(GaugeMetricFamily, KAFKA_GROUP_GAUGES, assigned)
+    yield from _per_topic(KAFKA_TOPIC_GAUGES, assigned)
     yield handoff_age(groups, health)
     if clients.enabled:
         yield _client_queues(groups, clients.max_per_group)
+
+
+def _per_group(kind, specs, groups: list[GroupMetrics]) -> Iterator[Metric]:
+    """One family per (name, help, value of a GroupMetrics), a sample per group."""
+    for name, doc, value_of in specs:
+        family = kind(name, doc, labels=GROUP_LABELS)
+        for group in groups:
+            family.add_metric(list(group.key), float(value_of(group)))
+        yield family
+
+
+def _per_topic(specs, groups: list[GroupMetrics]) -> Iterator[Metric]:
+    """One gauge family per (name, help, topic -> value of a GroupMetrics)."""
+    for name, doc, values_of in specs:
+        family = GaugeMetricFamily(name, doc, labels=GROUP_LABELS + ["topic"])
+        for group in groups:
+            for topic, value in sorted(values_of(group).items()):
+                family.add_metric([*group.key, topic], float(value))
+        yield family
 
 
 def _group_info(groups: list[GroupMetrics]) -> Metric:
