@@ -147,19 +147,25 @@ def translate_group(description, partitions: Mapping[str, int], ts_ms: int, *,
     members = list(_get(description, "members") or [])
     out = Translation(group=group)
     beats = [_heartbeat(group, m, assignor, ts_ms) for m in members]
-    if not members or any(b is None for b in beats):
+    unread = bool(members) and any(b is None for b in beats)
+    if not members or unread:
         out.warnings.append(
             f"group {group}: the broker's DescribeGroups returned "
             + ("no members" if not members else "members without subscription or assignment")
             + "; reporting the group's topics and partition counts only")
-    elif assignor not in KAFKA_ASSIGNORS:
+    if unread:
+        # A classic group is described with its members' subscriptions and assignments only
+        # while it is Stable: mid-rebalance, or on a broker that never gives them, the members
+        # are there but unreadable, and they stay as last reported (none is unregistered).
+        beats = []
+    elif members and assignor not in KAFKA_ASSIGNORS:
         out.warnings.append(f"group {group}: assignor {assignor!r} is not one of "
                             f"{', '.join(KAFKA_ASSIGNORS)}; members not reported")
         beats = []
     out.events.extend(b for b in beats if b is not None)
     topics = {t for m in members for t in _subscription(_get(m, "member_metadata"))[0]}
     return _leavers_and_routes(out, topics | set(committed_topics), partitions, ts_ms,
-                               previous_members)
+                               previous_members, keep_previous=unread)
 
 
 def translate_consumer_group(description: kafka_protocol.ConsumerGroupDescription,
@@ -212,11 +218,14 @@ def _translation(group: str, beats: list[dict], partitions: Mapping[str, int], t
 
 
 def _leavers_and_routes(out: Translation, topics: Iterable[str], partitions: Mapping[str, int],
-                        ts_ms: int, previous_members: Iterable[str]) -> Translation:
-    """After a group's heartbeats: an unregister for each member gone since the previous poll,
-    and a route per topic (a warning for a topic the cluster metadata lacks)."""
+                        ts_ms: int, previous_members: Iterable[str], *,
+                        keep_previous: bool = False) -> Translation:
+    """After a group's heartbeats: an unregister for each member gone since the previous poll
+    (none when the members could not be read, `keep_previous`), and a route per topic (a
+    warning for a topic the cluster metadata lacks)."""
     group = out.group
-    out.members = tuple(e["client_id"] for e in out.events if e["type"] == "heartbeat")
+    out.members = (tuple(previous_members) if keep_previous else
+                   tuple(e["client_id"] for e in out.events if e["type"] == "heartbeat"))
     gone = sorted(set(previous_members) - set(out.members))
     out.events.extend({"v": 1, "type": "unregister", "system": "kafka", "ts": ts_ms,
                        "group": group, "client_id": m} for m in gone)

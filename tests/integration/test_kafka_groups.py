@@ -202,8 +202,12 @@ def test_a_kip_848_group_hands_off_a_killed_members_partitions_with_no_double_as
                                          topic=topic))
             return scrape
 
-        members[2].kill()
-        survivors = members[:2]
+        # range gives each member a block of partitions: killing the last block's member makes
+        # the survivors' new blocks (0-5, 6-11) cut through an old one (4-7), so a survivor has
+        # partitions to give up; killing the middle one would leave nothing to revoke.
+        last = next(m for m in members if 11 in m.partitions(topic))
+        last.kill()
+        survivors = [m for m in members if m is not last]
         in_progress = watched.monitor.wait_for(lambda s: record(s) and watched.value(
             s, "rebalance_kafka_reconciling_members", group) > 0, timeout=60)
         assert watched.value(in_progress, "rebalance_group_members", group) == 2

@@ -17,6 +17,7 @@ import pytest
 
 from producers import kafka_observer
 from producers.kafka_observer import KafkaGroupObserver
+from tests.integration.prometheus_harness import poll
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -104,14 +105,21 @@ def test_real_kafka_members_own_what_the_consumers_own(kafka_broker_kind, kafka_
         pytest.skip("needs real DescribeGroups members, which the embedded broker does not "
                     "return (REBALANCE_MONITOR_TEST_BROKER=embedded chose it)")
     group, topic_a, topic_b, consumers = group_on_two_topics
-    owned = {c.memberid(): sorted([tp.topic, tp.partition] for tp in c.assignment())
-             for c in consumers}
     observer = KafkaGroupObserver(kafka_bootstrap)
-    try:
+
+    def stable():
+        # DescribeGroups gives subscriptions and assignments only while the group is Stable.
+        for consumer in consumers:
+            consumer.poll(0.1)
         ours = next(r for r in observer.poll() if r.events and r.events[0]["group"] == group)
+        return None if ours.warnings else ours
+
+    try:
+        ours = poll(stable, DEADLINE_S, what=f"group {group} described while Stable")
     finally:
         observer.close()
-    assert ours.warnings == []
+    owned = {c.memberid(): sorted([tp.topic, tp.partition] for tp in c.assignment())
+             for c in consumers}
     beats = {e["client_id"]: e for e in ours.events if e["type"] == "heartbeat"}
     assert {m: e["owned"] for m, e in beats.items()} == owned
     assert all(e["strategy"] == "range" for e in beats.values())

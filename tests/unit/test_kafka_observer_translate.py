@@ -76,6 +76,15 @@ def test_members_gone_since_the_previous_poll_unregister():
         ("heartbeat", "m-2"), ("unregister", "m-1"), ("route", None)]
 
 
+def test_members_mid_rebalance_are_kept_as_they_were_not_unregistered():
+    rebalancing = group([{"member_id": "m-1", "client_host": "/10.0.0.1",
+                          "member_metadata": b"", "member_assignment": b""}])
+    out = translate_group(rebalancing, {"A": 2}, TS, committed_topics=["A"],
+                          previous_members=["m-1", "m-2"])
+    assert [(e["type"], e.get("topic")) for e in out.events] == [("route", "A")]
+    assert out.members == ("m-1", "m-2") and out.warnings
+
+
 def test_no_members_warns_naming_the_group_and_still_reports_partitions():
     out = translate_group(group([], assignor=""), {"A": 3, "B": 2}, TS,
                           committed_topics=["B", "A"])
