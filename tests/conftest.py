@@ -60,6 +60,18 @@ def _docker_answers() -> bool:
         return False
 
 
+@pytest.fixture(autouse=True)
+def _root_logging_as_it_was():
+    """A test that runs a command through `cli.main` sets the root logger's handler to the
+    stderr pytest captures; put it back, or later log lines (py4j's at exit) meet a closed
+    stream."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
 @pytest.fixture(scope="session")
 def _kafka_broker(tmp_path_factory):
     """(kind, bootstrap, broker object or None) for the session; stops what it started."""
