@@ -203,17 +203,17 @@ def parse_consumer_group_describe(response: ConsumerGroupDescribeResponse
                 member_type=MEMBER_TYPES.get(member.member_type) if has_member_type else None,
             )
             for member in group.members or ())
-        described[group.group_id] = ConsumerGroupDescription(
-            group_id=group.group_id,
-            error_code=group.error_code,
-            error_message=group.error_message,
-            group_state=group.group_state,
-            group_epoch=group.group_epoch,
-            assignment_epoch=group.assignment_epoch,
-            assignor_name=group.assignor_name,
-            members=members,
-        )
+        described[group.group_id] = ConsumerGroupDescription(**_group_fields(group),
+                                                              members=members)
     return described
+
+
+def _group_fields(group) -> dict:
+    """The GroupDescription fields of a described group, as both APIs name them."""
+    return {"group_id": group.group_id, "error_code": group.error_code,
+            "error_message": group.error_message, "group_state": group.group_state,
+            "group_epoch": group.group_epoch, "assignment_epoch": group.assignment_epoch,
+            "assignor_name": group.assignor_name}
 
 
 def parse_share_group_describe(response: ShareGroupDescribeResponse
@@ -231,16 +231,8 @@ def parse_share_group_describe(response: ShareGroupDescribeResponse
                 assignment=_partitions(member.assignment),
             )
             for member in group.members or ())
-        described[group.group_id] = ShareGroupDescription(
-            group_id=group.group_id,
-            error_code=group.error_code,
-            error_message=group.error_message,
-            group_state=group.group_state,
-            group_epoch=group.group_epoch,
-            assignment_epoch=group.assignment_epoch,
-            assignor_name=group.assignor_name,
-            members=members,
-        )
+        described[group.group_id] = ShareGroupDescription(**_group_fields(group),
+                                                           members=members)
     return described
 
 
