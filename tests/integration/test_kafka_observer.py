@@ -107,12 +107,20 @@ def test_real_kafka_members_own_what_the_consumers_own(kafka_broker_kind, kafka_
     group, topic_a, topic_b, consumers = group_on_two_topics
     observer = KafkaGroupObserver(kafka_bootstrap)
 
+    every_partition = sorted([[topic_a, p] for p in range(3)] + [[topic_b, p] for p in range(2)])
+
+    def held_by_consumers():
+        return sorted([tp.topic, tp.partition] for c in consumers for tp in c.assignment())
+
     def stable():
-        # DescribeGroups gives subscriptions and assignments only while the group is Stable.
+        # DescribeGroups gives subscriptions and assignments only while the group is Stable, and a
+        # librdkafka consumer applies its share at its next poll after the broker settles: wait
+        # for both, or the comparison below races the consumer's own bookkeeping.
         for consumer in consumers:
             consumer.poll(0.1)
         ours = next(r for r in observer.poll() if r.events and r.events[0]["group"] == group)
-        return None if ours.warnings else ours
+        settled = not ours.warnings and held_by_consumers() == every_partition
+        return ours if settled else None
 
     try:
         ours = poll(stable, DEADLINE_S, what=f"group {group} described while Stable")
