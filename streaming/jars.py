@@ -3,6 +3,7 @@ Maven Central with the pinned poms in scripts/jars/.
 
     kafka_broker_jars()      -> the Apache Kafka broker's classpath (tests, the demo)
     spark_kafka_jars()       -> Spark's Kafka source for exactly the installed pyspark version
+    rocketmq5_jars()         -> Apache RocketMQ 5 (servers, admin tool, client: the tests' 5.x kit)
 
 Both return None while the jars are not fetched. The cache is $REBALANCE_MONITOR_JARS, else
 ~/.cache/rebalance-monitor/jars; each set sits in a folder of its own, named with its version,
@@ -16,6 +17,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 KAFKA_VERSION = "4.3.1"
+ROCKETMQ5_VERSION = "5.3.3"
 CACHE_VARIABLE = "REBALANCE_MONITOR_JARS"
 COMPLETE = "COMPLETE"
 # What spark-sql-kafka needs beyond the jars pyspark ships (lz4, snappy, zstd and slf4j are
@@ -41,6 +43,10 @@ def spark_kafka_dir(spark_version: str | None = None) -> Path:
     return cache_root() / f"spark-sql-kafka-{spark_version or pyspark_version()}"
 
 
+def rocketmq5_dir() -> Path:
+    return cache_root() / f"rocketmq-{ROCKETMQ5_VERSION}"
+
+
 def _complete_jars(folder: Path) -> list[Path] | None:
     if not (folder / COMPLETE).is_file():
         return None
@@ -49,6 +55,10 @@ def _complete_jars(folder: Path) -> list[Path] | None:
 
 def kafka_broker_jars() -> list[Path] | None:
     return _complete_jars(kafka_broker_dir())
+
+
+def rocketmq5_jars() -> list[Path] | None:
+    return _complete_jars(rocketmq5_dir())
 
 
 def spark_kafka_jars(spark_version: str | None = None) -> list[Path] | None:

@@ -36,14 +36,15 @@ def running_monitor_metrics_url(spark, kafka_bootstrap, make_topic, tmp_path):
         yield monitor.metrics_url.removeprefix("http://").removesuffix("/metrics")
 
 
-# A real RocketMQ cluster from the kit ROCKETMQ_KIT names (tests/integration/rocketmq_cluster.py).
+# A real RocketMQ cluster (tests/integration/rocketmq_cluster.py), once per version: 4.9.8 from
+# the kit ROCKETMQ_KIT names, 5.x from Maven Central's jars with tests/integration/rocketmq5_kit.
 # Each JVM is about 100 MB and 1-2 s to start: one module's tests share one cluster.
 
-@pytest.fixture(scope="session")
-def rocketmq_kit():
+@pytest.fixture(scope="session", params=["4.9.8", "5"], ids=["rocketmq-4.9.8", "rocketmq-5"])
+def rocketmq_kit(request):
     from tests.integration.rocketmq_cluster import RocketMQKit
 
-    kit, reason = RocketMQKit.from_env()
+    kit, reason = RocketMQKit.from_env() if request.param == "4.9.8" else RocketMQKit.from_maven()
     if kit is None:
         pytest.skip(reason)
     return kit

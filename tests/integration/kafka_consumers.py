@@ -19,7 +19,6 @@ atexit hook kills what is left. Not a test module itself.
 from __future__ import annotations
 
 import atexit
-import hashlib
 import itertools
 import json
 import os
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from streaming import jars
+from tests.integration.java_programs import JavaUnavailable, compile_java
 
 SOURCE = Path(__file__).parent / "kafka_java" / "ConsumerProbe.java"
 MAIN_CLASS = "ConsumerProbe"
@@ -86,42 +86,17 @@ def _is_artifact(jar: Path, artifact: str) -> bool:
 
 
 def compile_probe() -> Path:
-    """The folder holding ConsumerProbe.class (and the log4j2 configuration it runs with), under
-    the jar cache and named by a hash of the source and the Kafka version: javac runs once per
-    source, whichever process gets there first."""
+    """The folder holding ConsumerProbe.class and the log4j2 configuration it runs with."""
     global _compiled
     with _compile_lock:
-        if _compiled is not None and (_compiled / f"{MAIN_CLASS}.class").is_file():
-            return _compiled
-        source = SOURCE.read_bytes()
-        digest = hashlib.sha256(source + jars.KAFKA_VERSION.encode()).hexdigest()[:16]
-        target = jars.cache_root() / "probes" / f"{MAIN_CLASS}-{digest}"
-        if not (target / f"{MAIN_CLASS}.class").is_file():
-            _javac(target)
-        _compiled = target
-        return target
-
-
-def _javac(target: Path) -> None:
-    javac = shutil.which("javac")
-    if javac is None:
-        raise ProbeUnavailable("no javac on PATH")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    try:
-        done = subprocess.run(
-            [javac, "-encoding", "UTF-8", "-cp", os.pathsep.join(map(str, runtime_jars())),
-             "-d", str(scratch), str(SOURCE)], capture_output=True, text=True, timeout=180)
-        if done.returncode != 0:
-            raise ProbeUnavailable(f"javac failed on {SOURCE}:\n{done.stdout}{done.stderr}")
-        (scratch / "log4j2.properties").write_text(LOG4J2)
-        try:
-            scratch.rename(target)  # atomic: a folder there is complete
-        except OSError:
-            if not (target / f"{MAIN_CLASS}.class").is_file():
-                raise
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        if _compiled is None:
+            try:
+                _compiled = compile_java([SOURCE], runtime_jars(), MAIN_CLASS,
+                                         f"kafka-{jars.KAFKA_VERSION}",
+                                         {"log4j2.properties": LOG4J2})
+            except JavaUnavailable as refused:
+                raise ProbeUnavailable(str(refused)) from None
+        return _compiled
 
 
 class JavaConsumer:

@@ -38,9 +38,12 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
+
+from streaming import jars
+from tests.integration.java_programs import compile_java
 
 KIT_ENV = "ROCKETMQ_KIT"
 LOOPBACK = "127.0.0.1"
@@ -50,11 +53,17 @@ BOOT_SUCCESS = "boot success"
 PORT_RANGE = range(21000, 32000)
 
 
+KIT5_ROOT = Path(__file__).parent / "rocketmq5_kit"
+
+
 @dataclass(frozen=True)
 class RocketMQKit:
-    """The kit's folder: bin/namesrv, bin/broker, bin/mqadmin, bin/consumer, bin/produce."""
+    """A kit's folder: bin/namesrv, bin/broker, bin/mqadmin, bin/consumer, bin/produce, each
+    run with `env` added (the 5.x kit finds its jars through it)."""
 
     root: Path
+    version: str = "4.9.8"
+    env: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> tuple[RocketMQKit | None, str]:
@@ -67,6 +76,19 @@ class RocketMQKit:
             return None, f"{KIT_ENV}={value} has no bin/namesrv: not the RocketMQ test kit"
         return cls(root), ""
 
+    @classmethod
+    def from_maven(cls) -> tuple[RocketMQKit | None, str]:
+        """The 5.x kit: KIT5_ROOT's scripts on the jars scripts/fetch_jars.py rocketmq-5
+        fetched, with its two programs compiled against them; (None, why not) without them."""
+        found = jars.rocketmq5_jars()
+        if not found:
+            return None, (f"no RocketMQ {jars.ROCKETMQ5_VERSION} jars in {jars.rocketmq5_dir()}: "
+                          "run `make jars` (or python scripts/fetch_jars.py rocketmq-5)")
+        programs = compile_java(sorted((KIT5_ROOT / "programs").glob("*.java")), found,
+                                "rocketmq5-kit-programs", f"rocketmq-{jars.ROCKETMQ5_VERSION}")
+        return cls(KIT5_ROOT, jars.ROCKETMQ5_VERSION,
+                   {"RMQ5_JARS": str(jars.rocketmq5_dir()), "RMQ5_PROGRAMS": str(programs)}), ""
+
     def script(self, name: str) -> Path:
         return self.root / "bin" / name
 
@@ -75,7 +97,8 @@ class RocketMQKit:
         """Start bin/<script> in its own session with its own RUN_DIR."""
         run_dir.mkdir(parents=True, exist_ok=True)
         return subprocess.Popen([str(self.script(script)), *args], cwd=run_dir,
-                                env={**os.environ, **(env or {}), "RUN_DIR": str(run_dir)},
+                                env={**os.environ, **self.env, **(env or {}),
+                                     "RUN_DIR": str(run_dir)},
                                 start_new_session=True, **popen)
 
     def run(self, script: str, args: Sequence[str], run_dir: Path,
@@ -301,10 +324,35 @@ class RocketMQCluster:
                         "NAMESRV_ADDR": self.namesrv, "BROKER_NAME": name,
                         "BROKER_PORT": str(port), "CLUSTER_NAME": self.CLUSTER_NAME,
                         "BROKER_EXTRA_CONF": self.broker_extra_conf})
+            self._wait_registered()
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _wait_registered(self) -> None:
+        """Until the NameServer lists every broker at its address. A 4.9.8 broker registers
+        before it prints "boot success"; a 5.x broker prints it first and registers within
+        seconds (measured up to 15 s), and until then updateTopic -c finds no cluster."""
+        from producers.rocketmq.admin import RocketMQAdmin
+        from producers.rocketmq.remoting import RemotingClient, RemotingError
+
+        wanted = {name: self.broker_addr(name) for name in self.broker_names}
+        client = RemotingClient()
+        deadline = time.monotonic() + self.boot_timeout
+        try:
+            while True:
+                try:
+                    if RocketMQAdmin(client, [self.namesrv]).cluster_info() == wanted:
+                        return
+                except RemotingError:
+                    pass
+                if time.monotonic() >= deadline:
+                    raise AssertionError(f"brokers {sorted(wanted)} not registered with the "
+                                         f"NameServer within {self.boot_timeout}s")
+                time.sleep(0.1)
+        finally:
+            client.close()
 
     def _start_with_free_ports(self, script: str, run_dir: Path, offsets: Sequence[int],
                                env: Callable[[int], dict[str, str]],
