@@ -22,7 +22,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from streaming.core.allocation import STRATEGIES as ALGORITHMS
 
 SYSTEM = "rocketmq"
 # Simple class names of the upstream strategies (org.apache.rocketmq.client.consumer.rebalance).
@@ -47,6 +49,34 @@ class Listing:
     topics: tuple[str, ...]          # the broker's subscription table for the group
     message_model: str = "CLUSTERING"
     consume_type: str = "CONSUME_PASSIVELY"
+    language: str = "JAVA"           # the client's SDK (LanguageCode: JAVA, GO, CPP, ...)
+
+
+@dataclass(frozen=True)
+class AssumedStrategies:
+    """The strategy of a client that reports none (every non-Java SDK), by its language; the
+    operator names the ones that are not the SDK's default (`--sdk-strategy GO=CONSISTENT_HASH`).
+
+    A Go client is re-run with the Go client's own algorithm (GO_*), which for CONSISTENT_HASH and
+    MACHINE_ROOM is not Java's; an SDK without a port of its own is re-run as Java allocates.
+    """
+
+    default: str = "AVG"
+    by_language: Mapping[str, str] = field(default_factory=dict)
+    virtual_nodes: int = 10          # Go's AllocateByConsistentHash has no default: say it
+
+    def for_language(self, language: str) -> tuple[str, dict]:
+        """(strategy name, strategy_params) to assume for a client of this SDK."""
+        chosen = self.by_language.get(language.upper(), self.default)
+        return sdk_strategy(chosen, language, self.virtual_nodes)
+
+
+def sdk_strategy(strategy: str, language: str, virtual_nodes: int = 10) -> tuple[str, dict]:
+    """The name the monitor re-runs `strategy` of this SDK with, and its params."""
+    go_name = f"GO_{strategy}"
+    if language.upper() != "GO" or go_name not in ALGORITHMS:
+        return strategy, {}
+    return go_name, {"virtual_nodes": virtual_nodes} if strategy == "CONSISTENT_HASH" else {}
 
 
 @dataclass(frozen=True)
@@ -102,16 +132,21 @@ def strategy_name(strategy_class: str | None) -> str | None:
     return STRATEGIES.get(strategy_class or "")
 
 
-def heartbeat(member: Member, result: PollResult, default_strategy: str) -> dict:
+def heartbeat(member: Member, result: PollResult, assumed: AssumedStrategies) -> dict:
     listing = member.listing
     known = result.holdings.get((member.group, member.client_id))
     topics = known.topics if known is not None and known.topics else listing.topics
-    strategy = strategy_name(known.strategy_class) if known is not None else None
+    reported = strategy_name(known.strategy_class) if known is not None else None
+    strategy, params = (sdk_strategy(reported, listing.language) if reported
+                        else assumed.for_language(listing.language))
     event = {"v": 1, "type": "heartbeat", "ts": result.ts_ms, "group": member.group,
              "system": SYSTEM, "client_id": member.client_id, "topics": sorted(topics),
-             "strategy": strategy or default_strategy, "address": member.address,
-             "broker": member.broker, "message_model": listing.message_model}
-    if strategy is None:
+             "strategy": strategy, "address": member.address,
+             "broker": member.broker, "message_model": listing.message_model,
+             "sdk": listing.language.lower()}
+    if params:
+        event["strategy_params"] = params
+    if reported is None:
         event["strategy_assumed"] = True
     shared = _shared_reason(member, known, result)
     if shared:

@@ -28,7 +28,7 @@ from producers.health import (
     stamped,
 )
 from producers.rocketmq.admin import RocketMQAdmin
-from producers.rocketmq.bridge import STRATEGIES
+from producers.rocketmq.bridge import STRATEGIES, AssumedStrategies
 from producers.rocketmq.observer import ObserverOptions, RocketMQObserver
 from producers.rocketmq.remoting import AclSigner, RemotingClient
 from streaming import option_values as values
@@ -67,6 +67,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--default-strategy", default="AVG", choices=sorted(set(STRATEGIES.values())),
         help="the strategy of clients that do not report one (Go, C++); events say it was "
              "assumed (default: %(default)s)")
+    add("--sdk-strategy", action="append", type=_sdk_strategy, default=[],
+        metavar="LANGUAGE=STRATEGY",
+        help="the strategy of one SDK's clients instead, e.g. GO=CONSISTENT_HASH (a Go client is "
+             "re-run with the Go client's own algorithm); repeatable")
+    add("--go-virtual-nodes", type=values.whole(1, 10_000), default=10,
+        help="virtual nodes of a Go client's assumed CONSISTENT_HASH (its code sets them; "
+             "default: %(default)s)")
     add("--running-info-budget", type=values.non_negative, default=50,
         help="clients asked for what they hold per poll at most (each call reaches a client; "
              "default: %(default)s)")
@@ -90,6 +97,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--cluster", type=values.not_empty, default=None, metavar="NAME",
         help="the cluster's name in the events; the job shows a cluster that goes silent and "
              "keeps its groups stale (default: observe-rocketmq@ the first --namesrv address)")
+
+
+# RocketMQ's LanguageCode names, as a consumer connection lists them.
+LANGUAGES = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO",
+             "PHP", "OMS", "RUST", "NODE_JS")
+
+
+def _sdk_strategy(text: str) -> tuple[str, str]:
+    language, sep, strategy = str(text).partition("=")
+    language, strategy = language.strip().upper(), strategy.strip().upper()
+    known = sorted(set(STRATEGIES.values()))
+    if not sep or language not in LANGUAGES or strategy not in known:
+        raise argparse.ArgumentTypeError(
+            f"expected LANGUAGE=STRATEGY with LANGUAGE one of {', '.join(LANGUAGES)} and "
+            f"STRATEGY one of {', '.join(known)}, got {text!r}")
+    return language, strategy
 
 
 class NameServerUnreachable(Exception):
@@ -132,7 +155,9 @@ def main(args: argparse.Namespace) -> int:
 def _options(args: argparse.Namespace) -> ObserverOptions:
     return ObserverOptions(include=args.include, exclude=args.exclude,
                            exclude_system_groups=not args.include_system_groups,
-                           default_strategy=args.default_strategy,
+                           strategies=AssumedStrategies(args.default_strategy,
+                                                        dict(args.sdk_strategy),
+                                                        args.go_virtual_nodes),
                            running_info_budget=args.running_info_budget,
                            running_info_refresh_s=args.running_info_refresh,
                            keepalive_s=args.keepalive)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from producers.health import CallStats
 from producers.rocketmq.admin import AdminError, MalformedBody, RocketMQAdmin
 from producers.rocketmq.bridge import (
+    AssumedStrategies,
     Holdings,
     Listing,
     Member,
@@ -53,7 +54,7 @@ class ObserverOptions:
     include: re.Pattern | None = None
     exclude: re.Pattern | None = None
     exclude_system_groups: bool = True
-    default_strategy: str = "AVG"
+    strategies: AssumedStrategies = AssumedStrategies()
     running_info_budget: int = 50        # clients asked per poll at most
     running_info_refresh_s: float = 120.0
     # After a membership change, clients rebalance at once and again within 20 s
@@ -119,7 +120,7 @@ class RocketMQObserver:
                             self._routes(topics), frozenset(pop))
         self.groups_seen, self.members_seen = len(groups), len({(m.group, m.client_id, m.address)
                                                                 for m in members})
-        events = [heartbeat(m, result, self._options.default_strategy) for m in members]
+        events = [heartbeat(m, result, self._options.strategies) for m in members]
         events = [e for e in events if self._due(("member", e["group"], e["client_id"],
                                                     e["address"], e["broker"]), e, now)]
         events += [e for e in route_events(result, members)
@@ -179,7 +180,7 @@ class RocketMQObserver:
             if isinstance(answer, AdminError):
                 continue  # not online on this broker
             listings += [Listing(group, broker, c.client_id, c.client_addr, answer.topics,
-                                 answer.message_model, answer.consume_type)
+                                 answer.message_model, answer.consume_type, c.language)
                          for c in answer.connections]
         return listings, listed
 

@@ -86,7 +86,8 @@ def test_bad_lines_are_reported_on_stderr_and_the_good_ones_still_run():
     assert done.stderr.splitlines() == [
         "allocate: line 2: not JSON (Expecting value at column 1)",
         "allocate: line 3: unknown strategy 'NOPE'; known: AVG, AVG_BY_CIRCLE, CONSISTENT_HASH,"
-        " MACHINE_ROOM, MACHINE_ROOM_NEARBY, CONFIG",
+        " MACHINE_ROOM, MACHINE_ROOM_NEARBY, CONFIG, GO_AVG, GO_AVG_BY_CIRCLE, GO_CONSISTENT_HASH,"
+        " GO_MACHINE_ROOM, GO_MACHINE_ROOM_NEARBY",
         "allocate: line 4: a case must be a JSON object",
         "allocate: line 5: a queue needs str topic, str broker and a 32-bit int queue id,"
         " got ('T', 'b', 'x')",

@@ -32,6 +32,7 @@ BAD_VALUES = {
     "_positive_or_auto": ["0", "-1", "some"],
     "_on_off": ["maybe"],
     "_kafka_option": ["security.protocol"],
+    "_sdk_strategy": ["GO", "GO=NOPE", "KLINGON=AVG"],
 }
 # What each subcommand needs to parse at all (its required options), valid.
 REQUIRED = {"run": ["--bootstrap-servers", "b:9092"],

@@ -15,6 +15,7 @@ from producers.rocketmq.admin import (
     TopicRoute,
 )
 from producers.rocketmq.frames import CONSUMER_NOT_ONLINE, TOPIC_NOT_EXIST
+from producers.rocketmq.bridge import AssumedStrategies
 from producers.rocketmq.observer import ObserverOptions, RocketMQObserver
 from producers.rocketmq.remoting import RemotingTimeout
 from streaming.core.state.events import Invalid, parse_event
@@ -38,6 +39,7 @@ class FakeAdmin:
         self.routes = {"T": {"broker-a": 4, "broker-b": 4}, "%RETRY%g": {"broker-a": 1}}
         self.running_info_calls = []
         self.consume_type = "CONSUME_PASSIVELY"
+        self.language = {}                       # client_id -> LanguageCode (default JAVA)
 
     def _broker(self, address):
         name = next(n for n, a in self.brokers.items() if a == address)
@@ -56,7 +58,8 @@ class FakeAdmin:
         listed = self.members.get((self._broker(address), group))
         if not listed:
             raise AdminError(CONSUMER_NOT_ONLINE, "not online")
-        return ConsumerConnections(tuple(Connection(c, a, "JAVA", 409) for c, a in listed),
+        return ConsumerConnections(tuple(Connection(c, a, self.language.get(c, "JAVA"), 409)
+                                         for c, a in listed),
                                    self.topics, "CLUSTERING", self.consume_type)
 
     def running_info(self, address, group, client_id):
@@ -189,10 +192,34 @@ def test_running_info_calls_are_bounded_per_poll_and_go_to_the_never_asked_first
 
 def test_a_client_that_reports_no_strategy_gets_the_default_and_says_it_was_assumed():
     admin = FakeAdmin()
-    admin.members = {("broker-a", "g"): [("go-client", "h:1")]}
+    admin.members = {("broker-a", "g"): [("cpp-client", "h:1")]}
+    admin.strategy = {"cpp-client": ""}
+    admin.language = {"cpp-client": "CPP"}
+    assumed = AssumedStrategies(default="AVG_BY_CIRCLE")
+    (beat,) = of_type(observer(admin, strategies=assumed)[0].poll(), "heartbeat")
+    assert (beat["strategy"], beat["strategy_assumed"], beat["sdk"]) == (
+        "AVG_BY_CIRCLE", True, "cpp")
+
+
+@pytest.mark.parametrize("assumed, strategy, params", [
+    (AssumedStrategies(), "GO_AVG", None),
+    (AssumedStrategies(by_language={"GO": "CONSISTENT_HASH"}, virtual_nodes=7),
+     "GO_CONSISTENT_HASH", {"virtual_nodes": 7}),
+    (AssumedStrategies(by_language={"GO": "MACHINE_ROOM"}), "GO_MACHINE_ROOM", None),
+    (AssumedStrategies(by_language={"CPP": "CONSISTENT_HASH"}), "GO_AVG", None),
+])
+def test_a_go_client_is_re_run_with_the_go_clients_own_algorithm(assumed, strategy, params):
+    admin = FakeAdmin()
+    admin.members = {("broker-a", "g"): [("go-client", "h:1"), ("java-client", "h:2")]}
     admin.strategy = {"go-client": ""}
-    (beat,) = of_type(observer(admin, default_strategy="AVG_BY_CIRCLE")[0].poll(), "heartbeat")
-    assert beat["strategy"] == "AVG_BY_CIRCLE" and beat["strategy_assumed"] is True
+    admin.language = {"go-client": "GO"}
+    beats = {e["client_id"]: e for e in of_type(observer(admin, strategies=assumed)[0].poll(),
+                                                  "heartbeat")}
+    go, java = beats["go-client"], beats["java-client"]
+    assert (go["strategy"], go.get("strategy_params"), go["sdk"]) == (strategy, params, "go")
+    assert go["strategy_assumed"] is True
+    assert (java["strategy"], java["sdk"]) == ("AVG", "java") and "strategy_assumed" not in java
+    assert not any(isinstance(parse_event(json.dumps(beat)), Invalid) for beat in (go, java))
 
 
 def test_pop_consumers_are_shared_and_never_a_conflict():

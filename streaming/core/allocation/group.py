@@ -2,7 +2,8 @@
 
 Equal to calling `rocketmq.allocate` once per client (duplicates and exceptions included), but the
 inputs are sorted once, `cidAll.indexOf` is one dict, and a consistent-hash ring is built once
-(and reused across the topics of `allocate_group_topics`).
+(and reused across the topics of `allocate_group_topics`). The Go client's `GO_*` strategies
+(rocketmq_go.py) get the Go client's sort and guard: no Java errors, only Go panics.
 
 >>> g = allocate_group("AVG", {}, [("T", "b", i) for i in range(10)], ["c3", "c1", "c2"])
 >>> {cid: [q[2] for q in share] for cid, share in g.results.items()}
@@ -25,6 +26,11 @@ from streaming.core.allocation.rocketmq import (
     make_strategy,
     sort_client_ids,
     sort_queue_list,
+)
+from streaming.core.allocation.rocketmq_go import (
+    GoStrategy,
+    sort_client_ids_go,
+    sort_queues_go,
 )
 
 _INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
@@ -82,22 +88,32 @@ def _rooms_problem(name: str, rooms) -> str | None:
     return None
 
 
+def is_go(strategy) -> bool:
+    """True for a registered strategy of the Go client (sorted and guarded the Go way)."""
+    return isinstance(strategy, str) and issubclass(STRATEGIES.get(strategy, Strategy), GoStrategy)
+
+
 def params_problem(strategy: str, params) -> str | None:
     """Why (strategy, params) cannot be run, or None. Java's own exceptions are not problems."""
     if not isinstance(strategy, str) or strategy not in STRATEGIES:
         return f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}"
+    if params is not None and not isinstance(params, Mapping):
+        return "params must be a mapping"
+    if strategy == "GO_CONSISTENT_HASH" and "virtual_nodes" not in (params or {}):
+        return "GO_CONSISTENT_HASH needs virtual_nodes (Go's AllocateByConsistentHash has no default)"
     if params is None:
         return None
-    if not isinstance(params, Mapping):
-        return "params must be a mapping"
-    if strategy == "CONSISTENT_HASH" and not _is_java_int(params.get("virtual_nodes", 10)):
+    if strategy in ("CONSISTENT_HASH", "GO_CONSISTENT_HASH") and not _is_java_int(
+            params.get("virtual_nodes", 10)):
         return "virtual_nodes must be a 32-bit int"
-    if strategy == "MACHINE_ROOM":
+    if strategy in ("MACHINE_ROOM", "GO_MACHINE_ROOM"):
         idcs = params.get("consumer_idcs", ())
         if not isinstance(idcs, list | tuple | set | frozenset) or any(
                 type(i) is not str for i in idcs):
             return "consumer_idcs must be a collection of str"
     if strategy == "MACHINE_ROOM_NEARBY":
+        if is_go(params.get("inner", "AVG")):
+            return "MACHINE_ROOM_NEARBY is Java's: its inner strategy must be a Java one"
         problem = params_problem(params.get("inner", "AVG"), params.get("inner_params"))
         return (problem or _rooms_problem("broker_rooms", params.get("broker_rooms"))
                 or _rooms_problem("client_rooms", params.get("client_rooms")))
@@ -111,8 +127,9 @@ def params_problem(strategy: str, params) -> str | None:
     return None
 
 
-def sorted_valid_queues(queues: list) -> list[Queue]:
-    """`sort_queues` after validating every queue; raises InvalidAllocationInput with a reason.
+def sorted_valid_queues(queues: list, go: bool = False) -> list[Queue]:
+    """`sort_queues` (`sort_queues_go` if `go`) after validating every queue; raises
+    InvalidAllocationInput with a reason.
 
     The common valid case is checked with C-level passes whose results the sort reuses.
     """
@@ -123,7 +140,9 @@ def sorted_valid_queues(queues: list) -> list[Queue]:
             topics, brokers = set(map(itemgetter(0), queues)), set(map(itemgetter(1), queues))
             if (set(map(type, ids)) <= {int}
                     and (not ids or (min(ids) >= _INT_MIN and max(ids) <= _INT_MAX))):
-                # Names that are not str raise TypeError in sort_queue_list's str.isascii.
+                # Names that are not str raise TypeError in either sort's str.isascii.
+                if go:
+                    return sort_queues_go(queues)
                 return sort_queue_list(queues, topics, brokers, ids, distinct)
     except (TypeError, LookupError):
         pass  # not a sequence of (str, str, int) tuples: queue_problem says which one
@@ -190,9 +209,25 @@ def _check_all(plan: _Plan, mq_all: list[Queue], view: _View,
             errors.update(dict.fromkeys(members, str(error)))
 
 
+def _check_all_go(plan: _Plan, mq_all: list[Queue], view: _View,
+                  results: dict, errors: dict) -> None:
+    """Go's guard returns nil where Java throws: an empty id or list, or a stranger, gets []."""
+    runnable = bool(mq_all and view.cids)
+    members = [cid for cid in plan.clients if runnable and cid and cid in view.members]
+    results.update({cid: [] for cid in plan.clients})
+    if members:
+        shares, panics = plan.instance.outcomes(mq_all, view.cids, members)
+        results.update(shares)
+        errors.update(panics)
+
+
 def _allocate_sorted(plans: list[_Plan], mq_all: list[Queue], view: _View) -> GroupAllocation:
     only = plans[0] if len(plans) == 1 else None
-    if (only and only.all_members and mq_all and not isinstance(only.instance, ByConfig)
+    common = only is not None and only.all_members and bool(mq_all and view.cids)
+    if common and isinstance(only.instance, GoStrategy):
+        # Go's guard lets every client through; panics are all that can set one apart.
+        return GroupAllocation(*only.instance.outcomes(mq_all, view.cids, only.clients))
+    if (common and not isinstance(only.instance, ByConfig)
             and isinstance(only.instance, Strategy)):
         # Common case: one parameter set, every requested id a member; shares() keeps order.
         try:
@@ -203,7 +238,10 @@ def _allocate_sorted(plans: list[_Plan], mq_all: list[Queue], view: _View) -> Gr
     results: dict[str, list[Queue] | None] = dict.fromkeys(view.requested)
     errors: dict[str, str] = {}
     for plan in plans:
-        _check_all(plan, mq_all, view, results, errors)
+        if isinstance(plan.instance, GoStrategy):
+            _check_all_go(plan, mq_all, view, results, errors)
+        else:
+            _check_all(plan, mq_all, view, results, errors)
     return GroupAllocation(results=results, errors=errors)
 
 
@@ -222,7 +260,7 @@ def _prepare(strategy: str, params: Mapping | None, client_ids: Iterable[str],
                                      for own in client_params.values())), None)
     if problem:
         raise InvalidAllocationInput(problem)
-    cids_sorted = sort_client_ids(cids)
+    cids_sorted = sort_client_ids_go(cids) if is_go(strategy) else sort_client_ids(cids)
     requested = list(dict.fromkeys(cids_sorted if for_clients is None else requested_raw))
     view = _View(cids=cids_sorted, members=frozenset(cids_sorted), requested=requested)
     return _plans(strategy, params, requested, view.members, client_params), view
@@ -233,11 +271,12 @@ def allocate_group(strategy: str, params: Mapping | None, queues: Iterable[Queue
                    client_params: Mapping[str, Mapping] | None = None) -> GroupAllocation:
     """Every requested client's share of one topic's queues, as each client computes it.
 
-    Sorts the inputs as RebalanceImpl does; `for_clients` defaults to every distinct id of
-    `client_ids` and may name ids outside it (Java gives them []). Raises InvalidAllocationInput
-    (with a reason) for malformed input; Java's exceptions land in `errors`, never raised.
+    Sorts the inputs as RebalanceImpl does (a GO_ strategy: as the Go client does); `for_clients`
+    defaults to every distinct id of `client_ids` and may name ids outside it (Java gives them
+    []). Raises InvalidAllocationInput (with a reason) for malformed input; Java's exceptions
+    (and Go's panics) land in `errors`, never raised.
     """
-    mq_all = sorted_valid_queues(list(queues))
+    mq_all = sorted_valid_queues(list(queues), is_go(strategy))
     plans, view = _prepare(strategy, params, client_ids, for_clients, client_params)
     return _allocate_sorted(plans, mq_all, view)
 
@@ -257,7 +296,7 @@ def allocate_group_topics(strategy: str, params: Mapping | None,
     """
     sorted_by_topic = {}
     for topic, queues in queues_by_topic.items():
-        mq_all = sorted_valid_queues(list(queues))
+        mq_all = sorted_valid_queues(list(queues), is_go(strategy))
         if mq_all and (mq_all[0][0] != topic or mq_all[-1][0] != topic):  # sorted: ends suffice
             raise InvalidAllocationInput(f"topic {topic!r} lists a queue of another topic")
         sorted_by_topic[topic] = mq_all

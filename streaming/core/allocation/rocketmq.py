@@ -395,6 +395,7 @@ class ByConfig(Strategy):
         return {cid: list(configured) for cid in (cid_all if members is None else members)}
 
 
+# The Go client's strategies (rocketmq_go.GO_STRATEGIES) are added by the package __init__.
 STRATEGIES: dict[str, type[Strategy]] = {
     cls.name: cls
     for cls in (Averagely, AveragelyByCircle, ConsistentHash, ByMachineRoom, MachineRoomNearby,

@@ -32,8 +32,10 @@ INVALID_REASONS: tuple[str, ...] = (
 )
 EVENT_TYPES = ("heartbeat", "unregister", "route")
 SYSTEMS = ("rocketmq", "kafka")
+# GO_*: the Go client's algorithms (streaming/core/allocation/rocketmq_go.py).
 ROCKETMQ_STRATEGIES = ("AVG", "AVG_BY_CIRCLE", "CONSISTENT_HASH", "MACHINE_ROOM",
-                       "MACHINE_ROOM_NEARBY", "CONFIG")
+                       "MACHINE_ROOM_NEARBY", "CONFIG", "GO_AVG", "GO_AVG_BY_CIRCLE",
+                       "GO_CONSISTENT_HASH", "GO_MACHINE_ROOM", "GO_MACHINE_ROOM_NEARBY")
 KAFKA_STRATEGIES = ("range", "roundrobin", "sticky", "cooperative-sticky")
 MESSAGE_MODELS = ("CLUSTERING", "BROADCASTING")
 # Kafka group types (KIP-848: "consumer", the broker assigns; KIP-932: "share", several members
@@ -277,6 +279,9 @@ def _heartbeat(obj: Mapping, system: str) -> dict:
     params = obj.get("strategy_params") or {}
     if not isinstance(params, dict):
         raise _Reject("wrong_type", "strategy_params must be an object")
+    if strategy == "GO_CONSISTENT_HASH" and "virtual_nodes" not in params:
+        raise _Reject("missing_field", "strategy_params.virtual_nodes (GO_CONSISTENT_HASH has "
+                      "no default)")
     model = obj.get("message_model", "CLUSTERING")
     if model not in MESSAGE_MODELS:
         raise _Reject("bad_value", f"message_model={str(model)[:40]!r}")

@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from streaming.core.allocation.group import InvalidAllocationInput, allocate_group
+from streaming.core.allocation.rocketmq_go import chosen_strategy
 from streaming.core.state.events import Queue2
 from streaming.core.state.group import GroupState, Member, MemberKey
 
@@ -43,8 +44,9 @@ def consensus_clients(state: GroupState) -> list[str]:
 
 def shared_params(member: Member) -> tuple:
     """Strategy and params with the per-client parts removed (for the inconsistency check)."""
-    return (member.strategy, tuple(sorted((k, repr(v)) for k, v in member.params.items()
-                                          if k not in PER_CLIENT_PARAMS)))
+    params = tuple(sorted((k, repr(v)) for k, v in member.params.items()
+                          if k not in PER_CLIENT_PARAMS))
+    return chosen_strategy(member.strategy), params
 
 
 def rerun(state: GroupState, only: Iterable[MemberKey] | None = None) -> None:
