@@ -1,5 +1,5 @@
-"""`observe-rocketmq` against the real RocketMQ 4.9.8 kit (ROCKETMQ_KIT): a real NameServer and
-broker, real Java push consumers, the bridge as a real process writing to a real Kafka-protocol
+"""`observe-rocketmq` against real RocketMQ 4.9.8 (the kit ROCKETMQ_KIT names) and 5.3.3 (from
+Maven Central): a real NameServer and broker, real Java push consumers, the bridge as a real process writing to a real Kafka-protocol
 broker, the real job in a real SparkSession, and for the alert a real Prometheus.
 
 What each test checks against is what the Java consumers themselves print (what they pull and
@@ -206,9 +206,61 @@ def test_a_paused_broker_is_counted_and_waited_out_without_losing_the_members(
         assert log.count("consumer_connections to broker-a works again") == 1, log[-3000:]
 
 
-def test_with_acl_on_the_broker_answers_only_a_signed_bridge(rocketmq_cluster_factory, tmp_path):
-    """The stock plain_acl.yml's account RocketMQ/12345678 (not an admin) may ask what the
-    bridge asks; unsigned, the broker refuses (code 1, "No accessKey is configured")."""
+# RocketMQ 5.3's ACL 2.0: users and policies kept by the broker. The broker signs its own calls
+# as the initial super user, whose keys the kit's conf/tools.yml gives mqadmin too.
+ACL_2 = """\
+authenticationEnabled=true
+authenticationProvider=org.apache.rocketmq.auth.authentication.provider.DefaultAuthenticationProvider
+authenticationMetadataProvider=org.apache.rocketmq.auth.authentication.provider.LocalAuthenticationMetadataProvider
+authorizationEnabled=true
+authorizationProvider=org.apache.rocketmq.auth.authorization.provider.DefaultAuthorizationProvider
+authorizationMetadataProvider=org.apache.rocketmq.auth.authorization.provider.LocalAuthorizationMetadataProvider
+initAuthenticationUser={"username":"rocketmq","password":"12345678"}
+innerClientAuthenticationCredentials={"accessKey":"rocketmq","secretKey":"12345678"}
+"""
+
+
+def calls(scrape, request: str, outcome: str) -> float:
+    return scrape.value("rebalance_observer_calls_total", request=request, outcome=outcome) or 0
+
+
+def test_with_acl_2_a_normal_user_needs_get_on_the_groups(rocketmq_kit, rocketmq_cluster_factory,
+                                                          tmp_path):
+    """docs/rocketmq.md: the bridge's user needs Get on Group:*; unsigned, or without that
+    policy, the broker refuses (code 16)."""
+    if rocketmq_kit.version.startswith("4."):
+        pytest.skip("ACL 2.0 is RocketMQ 5.3's")
+    cluster = rocketmq_cluster_factory(["broker-a"], broker_extra_conf=ACL_2)
+    admin = ["-n", cluster.namesrv, "-b", cluster.broker_addr("broker-a")]
+    cluster.mqadmin("createUser", *admin, "-u", "monitor", "-p", "monitor-secret", "-t", "Normal")
+    base = ["observe-rocketmq", "--namesrv", cluster.namesrv, "--stdout", "--interval", "1",
+            "--include-system-groups"]
+    signed = [*base, "--access-key", "monitor", "--secret-key", "monitor-secret"]
+    with ProducerProcess(base, tmp_path / "unsigned") as unsigned:
+        refused = unsigned.wait_for(lambda m: calls(m, "subscription_groups", "code_16") >= 1,
+                                    what="the unsigned call refused")
+        assert calls(refused, "subscription_groups", "ok") == 0
+    with ProducerProcess(signed, tmp_path / "no-policy") as no_policy:
+        # The broker's own groups (CID_ONSAPI_*, TOOLS_CONSUMER, ...) are what it lists.
+        refused = no_policy.wait_for(lambda m: calls(m, "consumer_connections", "code_16") >= 1,
+                                     what="the listing of a group refused without a policy")
+        assert calls(refused, "consumer_connections", "ok") == 0
+    cluster.mqadmin("createAcl", *admin, "-s", "User:monitor", "-r", "Group:*", "-a", "Get",
+                    "-d", "Allow")
+    with ProducerProcess(signed, tmp_path / "signed") as allowed:
+        answered = allowed.wait_for(lambda m: calls(m, "consumer_connections", "ok") >= 1
+                                    and (m.value("rebalance_observer_groups") or 0) > 0,
+                                    what="the groups listed once the user may Get them")
+        assert calls(answered, "consumer_connections", "code_16") == 0
+
+
+def test_with_acl_on_the_broker_answers_only_a_signed_bridge(rocketmq_kit,
+                                                             rocketmq_cluster_factory, tmp_path):
+    """ACL 1.0: the stock plain_acl.yml's account RocketMQ/12345678 (not an admin) may ask what
+    the bridge asks; unsigned, the broker refuses (code 1, "No accessKey is configured")."""
+    if not rocketmq_kit.version.startswith("4."):
+        pytest.skip("the 5.x kit's jar set has ACL 2.0 (rocketmq-auth), not the deprecated ACL "
+                    "1.0 of plain_acl.yml (rocketmq-acl): the test above")
     cluster = rocketmq_cluster_factory(["broker-a"], broker_extra_conf="aclEnable=true")
     base = ["observe-rocketmq", "--namesrv", cluster.namesrv, "--stdout", "--interval", "1",
             "--include-system-groups"]
