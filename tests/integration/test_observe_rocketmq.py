@@ -1,6 +1,7 @@
 """`observe-rocketmq` against real RocketMQ 4.9.8 (the kit ROCKETMQ_KIT names) and 5.3.3 (from
-Maven Central): a real NameServer and broker, real Java push consumers, the bridge as a real process writing to a real Kafka-protocol
-broker, the real job in a real SparkSession, and for the alert a real Prometheus.
+Maven Central): a real NameServer and broker, real Java push consumers, the bridge as a real
+process writing to a real Kafka-protocol broker, the real job in a real SparkSession, and for the
+alert a real Prometheus.
 
 What each test checks against is what the Java consumers themselves print (what they pull and
 the client list they allocate from), never against the bridge's own reading of the cluster.
