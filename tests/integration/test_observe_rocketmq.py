@@ -68,11 +68,7 @@ def test_three_consumers_on_eight_queues_are_seen_as_they_hold_them(
         consumer.wait_view(topic, members=3)
     consumers[0].wait_for(lambda _: sorted(len(c.holds(topic)) for c in consumers) == [2, 3, 3],
                           what="a settled 3/3/2 split")
-    ids = sorted(c.client_id for c in consumers)
-    # The re-run gives the clients their share of the topic, and the group's one retry queue
-    # to the first client id (AVG over one queue): so each client's count is what it pulls of
-    # the topic, plus one for the first.
-    expected = {c.client_id: len(c.holds(topic)) + (c.client_id == ids[0]) for c in consumers}
+    expected = expected_counts(consumers, topic)
 
     with watching(rocketmq_cluster.namesrv, group, spark, kafka_bootstrap, make_topic,
                   tmp_path / "watch") as (monitor, bridge):
@@ -90,6 +86,36 @@ def test_three_consumers_on_eight_queues_are_seen_as_they_hold_them(
         assert own.value("rebalance_observer_groups") == 1
         assert own.value("rebalance_observer_calls_total", request="running_info",
                          outcome="ok") >= 3
+
+
+def expected_counts(consumers, topic: str) -> dict[str, int]:
+    """Each client's queue count as the monitor shows it: what it pulls of the topic, plus the
+    group's one retry queue for the first client id (AVG over one queue)."""
+    first = min(c.client_id for c in consumers)
+    return {c.client_id: len(c.holds(topic)) + (c.client_id == first) for c in consumers}
+
+
+def test_a_member_that_leaves_is_followed_to_the_survivors_new_split(
+        rocketmq_cluster, real_consumer, spark, kafka_bootstrap, make_topic, tmp_path):
+    topic, group = fresh("T8-leave"), fresh("g-leave")
+    rocketmq_cluster.create_topic(topic, queues=8)
+    consumers = [real_consumer(rocketmq_cluster.namesrv, group, topic, f"c{i}") for i in range(3)]
+    consumers[0].wait_for(lambda _: sorted(len(c.holds(topic)) for c in consumers) == [2, 3, 3],
+                          what="a settled 3/3/2 split")
+    with watching(rocketmq_cluster.namesrv, group, spark, kafka_bootstrap, make_topic,
+                  tmp_path / "watch") as (monitor, _):
+        monitor.wait_for(lambda m: client_queues(m, group) == expected_counts(consumers, topic))
+        leaver, survivors = consumers[2], consumers[:2]
+        leaver.stop()   # SIGTERM: the broker drops it as its connection closes
+        survivors[0].wait_for(lambda _: [len(c.holds(topic)) for c in survivors] == [4, 4]
+                              and not survivors[0].holds(topic) & survivors[1].holds(topic),
+                              what="the survivors taking 4 queues each")
+        scrape = monitor.wait_for(
+            lambda m: client_queues(m, group) == expected_counts(survivors, topic)
+            and group_value(m, "rebalance_group_members", group) == 2)
+        assert group_value(scrape, "rebalance_double_assigned_queues", group, topic=topic) == 0
+        assert group_value(scrape, "rebalance_orphaned_queues", group, topic=topic) == 0
+        assert group_value(scrape, "rebalance_allocation_mismatch_clients", group) == 0
 
 
 def test_two_processes_sharing_a_client_id_are_a_double_assignment_that_fires_the_alert(
