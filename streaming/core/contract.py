@@ -136,6 +136,9 @@ class GroupMetrics:
     late_events_total: int
     client_queues: Mapping[str, int] = field(default_factory=dict)
     cluster: str = DEFAULT_CLUSTER
+    # Members whose reported holdings predate a route change of their topics (their claims
+    # there are the re-run's until they report again).
+    holdings_pending_clients: int = 0
     # Every group: its assignor (the strategy most members use) and how often it changed;
     # Kafka: the group type ("classic", "consumer", "share"; "" for RocketMQ).
     assignor: str = ""

@@ -27,11 +27,17 @@ from typing import NamedTuple
 from streaming.core.contract import FindingIdentity, FindingRecord, GroupKey, GroupMetrics
 from streaming.core.state.events import Queue2
 from streaming.core.state.group import GroupState, Member, MemberKey
-from streaming.core.state.rerun import claims_of, consensus_clients, consensus_queues, shared_params
+from streaming.core.state.rerun import (
+    claims_of,
+    consensus_clients,
+    consensus_queues,
+    holdings_behind,
+    shared_params,
+)
 
 KINDS = ("double_assignment", "orphaned_queue", "skew", "idle_client",
          "subscription_inconsistent", "strategy_inconsistent", "client_id_collision",
-         "view_divergent", "broker_view_divergent", "allocation_mismatch",
+         "view_divergent", "broker_view_divergent", "allocation_mismatch", "holdings_pending",
          "handoff_pending", "target_unassigned", "target_skew")
 CONFLICT_KINDS = ("double_assignment", "orphaned_queue")
 
@@ -94,6 +100,7 @@ def compute(state: GroupState) -> GroupFindings:
             findings += unassigned + skewed
     findings += _broker_divergence(state)
     findings += _mismatches(state)
+    findings += _holdings_pending(state)
     return GroupFindings(findings, {t: len(q) for t, q in route.items()}, loads, skew_ratio,
                          target_skew_ratio,
                          _share_readers(contested, active, claims) if share else {})
@@ -282,10 +289,20 @@ def _broker_divergence(state: GroupState) -> list[Finding]:
             for broker, held in sorted(lists.items()) if held != union]
 
 
+def _holdings_pending(state: GroupState) -> list[Finding]:
+    """Members whose reported holdings predate a route change of their topics: their claims on
+    those topics are the re-run's until they report again (no conflict is raised from them)."""
+    return [Finding("holdings_pending", clients=(member.client_id,), address=member.address,
+                    detail={"topics": list(behind)})
+            for member in state.live_members()
+            if (behind := holdings_behind(state, member))]
+
+
 def _mismatches(state: GroupState) -> list[Finding]:
     found = []
     for member in state.live_members():
-        if member.owned is None or not member.clustering or member.broker_assigned:
+        if (member.owned is None or not member.clustering or member.broker_assigned
+                or holdings_behind(state, member)):
             continue
         computed = {(t, b, q) for t, share in state.computed.get(member.key, {}).items()
                     for b, q in share}
@@ -433,6 +450,7 @@ def _common_metrics(state: GroupState, result: GroupFindings, conflicts: list[in
         view_divergent_clients=result.count("view_divergent"),
         broker_view_divergent=min(1, result.count("broker_view_divergent")),
         allocation_mismatch_clients=result.count("allocation_mismatch"),
+        holdings_pending_clients=result.count("holdings_pending"),
         rebalances_total=state.rebalances, queue_moves_total=state.queue_moves,
         late_events_total=state.late_events, client_queues=client_queues,
     )

@@ -50,6 +50,9 @@ GROUP_GAUGES = (
     ("rebalance_allocation_mismatch_clients",
      "Clients whose reported queues differ from the re-run.",
      attrgetter("allocation_mismatch_clients")),
+    ("rebalance_holdings_pending_clients",
+     "Clients whose reported queues predate a route change of their topics (not yet asked again).",
+     attrgetter("holdings_pending_clients")),
 )
 
 # (metric name, help, topic -> value of a GroupMetrics). One gauge per group and topic.

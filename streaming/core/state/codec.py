@@ -236,6 +236,10 @@ def _state_out(state: GroupState) -> dict:
         "f": _since_out(state.since),
         "k": [state.rebalances, state.queue_moves, state.late_events, state.assignor_changes],
         "as": state.assignor,
+        **({"rc": dict(sorted(state.route_changed.items()))} if state.route_changed else {}),
+        **({"ot": {index[k]: state.members[k].owned_ts for k in keys
+                   if state.members[k].owned_ts is not None}}
+           if any(m.owned_ts is not None for m in state.members.values()) else {}),
     }
 
 
@@ -251,6 +255,9 @@ def _state_in(data: dict) -> GroupState:
     state.rebalances, state.queue_moves, state.late_events, *changes = data["k"]
     state.assignor_changes = changes[0] if changes else 0
     state.assignor = data.get("as")
+    state.route_changed = dict(data.get("rc", {}))
+    for index, owned_ts in data.get("ot", {}).items():
+        members[int(index)].owned_ts = owned_ts
     state.deadline_bound = -1            # unknown after a decode: the next expiry scan sets it
     return state
 

@@ -94,6 +94,7 @@ class Event:
     view_clients: tuple[str, ...] | None = None
     view_queues: Mapping[str, tuple[Queue2, ...]] | None = None
     owned: tuple[Owned, ...] | None = None
+    owned_ts: int | None = None                # when the client reported `owned` (default: ts)
     generation: int | None = None
     group_instance_id: str | None = None
     protocol: GroupProtocol | None = None      # Kafka heartbeats only; None: classic
@@ -296,6 +297,8 @@ def _heartbeat(obj: Mapping, system: str) -> dict:
         message_model=model, shared=shared, address=_str(obj, "address"),
         broker=_str(obj, "broker"), view_clients=view_clients, view_queues=view_queues,
         owned=_owned(obj.get("owned"), system),
+        owned_ts=None if obj.get("owned_ts") is None else _int(obj["owned_ts"], "owned_ts", 0,
+                                                                MAX_TS_MS),
         generation=None if generation is None else _int(generation, "generation", -1),
         group_instance_id=_str(obj, "group_instance_id"), protocol=protocol,
     )

@@ -45,6 +45,7 @@ class Member:
     view_clients: tuple[str, ...] | None = None
     view_queues: dict[str, tuple[Queue2, ...]] | None = None
     owned: tuple[Owned, ...] | None = None
+    owned_ts: int | None = None      # when the client reported `owned`; None: as of last_seen
     generation: int | None = None
     instance_id: str | None = None
     protocol: GroupProtocol | None = None    # Kafka: the broker's target and epochs
@@ -62,8 +63,8 @@ class Member:
     def inputs(self) -> tuple:
         """Everything of this member that the allocation (re-run or claims) depends on."""
         return (self.topics, self.strategy, self.params, self.model, self.shared,
-                self.view_clients, self.view_queues, self.owned, self.generation, self.instance_id,
-                self.protocol)
+                self.view_clients, self.view_queues, self.owned, self.owned_ts, self.generation,
+                self.instance_id, self.protocol)
 
     @property
     def broker_assigned(self) -> bool:
@@ -94,6 +95,7 @@ class GroupState:
     session_timeout_ms: int
     members: dict[MemberKey, Member] = field(default_factory=dict)
     routes: dict[str, tuple[int, tuple[Queue2, ...]]] = field(default_factory=dict)
+    route_changed: dict[str, int] = field(default_factory=dict)   # topic -> when its queues changed
     tombstones: dict[tuple[str, str | None], int] = field(default_factory=dict)
     clock: int = 0                   # max event time applied
     now: int = 0                     # event time up to which expiry has been processed
@@ -133,6 +135,8 @@ def _apply_route(state: GroupState, event: Event) -> Change:
     state.routes[event.topic] = (event.ts, event.queues)
     if known is not None and known[1] == event.queues:
         return NO_CHANGE
+    if known is not None:
+        state.route_changed[event.topic] = event.ts
     return Change(True, None, False)
 
 
@@ -177,8 +181,8 @@ def _stated(event: Event) -> tuple:
     """The event's facts in the order of `Member.inputs` (mappings compare equal to the
     member's dict copies)."""
     return (event.topics, event.strategy, event.strategy_params, event.message_model,
-            event.shared, event.view_clients, event.view_queues, event.owned, event.generation,
-            event.group_instance_id, event.protocol)
+            event.shared, event.view_clients, event.view_queues, event.owned, event.owned_ts,
+            event.generation, event.group_instance_id, event.protocol)
 
 
 def _set_facts(member: Member, event: Event) -> None:
@@ -190,6 +194,7 @@ def _set_facts(member: Member, event: Event) -> None:
     member.view_clients = event.view_clients
     member.view_queues = dict(event.view_queues) if event.view_queues is not None else None
     member.owned = event.owned
+    member.owned_ts = event.owned_ts
     member.generation = event.generation
     member.instance_id = event.group_instance_id
     member.protocol = event.protocol

@@ -166,7 +166,7 @@ class Refreshes:
                      strategy_params=member.params, message_model=member.model,
                      shared=member.shared, address=address or None, broker=broker,
                      view_clients=member.view_clients, view_queues=member.view_queues,
-                     owned=member.owned, generation=member.generation,
+                     owned=member.owned, owned_ts=member.owned_ts, generation=member.generation,
                      group_instance_id=member.instance_id, protocol=member.protocol)
 
 

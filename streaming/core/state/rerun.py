@@ -58,17 +58,32 @@ def rerun(state: GroupState, only: Iterable[MemberKey] | None = None) -> None:
 
 
 def claims_of(state: GroupState) -> Claims:
-    """What each live member claims: its `owned` if it reports one, else the re-run's share."""
+    """What each live member claims: its `owned` if it reports one, else the re-run's share;
+    for a topic whose route changed after it reported `owned`, the re-run's share too."""
     claims: Claims = {}
     for key, member in state.members.items():
-        if member.owned is not None:
-            by_topic: dict[str, list[Queue2]] = {}
-            for topic, broker, qid in member.owned:
-                by_topic.setdefault(topic, []).append((broker, qid))
-            claims[key] = {t: tuple(q) for t, q in by_topic.items()}
-        else:
-            claims[key] = {t: q for t, q in state.computed.get(key, {}).items() if q}
+        computed = {t: q for t, q in state.computed.get(key, {}).items() if q}
+        if member.owned is None:
+            claims[key] = computed
+            continue
+        by_topic: dict[str, list[Queue2]] = {}
+        for topic, broker, qid in member.owned:
+            by_topic.setdefault(topic, []).append((broker, qid))
+        claims[key] = {t: tuple(q) for t, q in by_topic.items()}
+        for topic in holdings_behind(state, member):
+            claims[key].pop(topic, None)
+            if topic in computed:
+                claims[key][topic] = computed[topic]
     return claims
+
+
+def holdings_behind(state: GroupState, member: Member) -> tuple[str, ...]:
+    """Topics of the member whose route changed after its `owned` was reported (`owned_ts`):
+    what it holds of them now is not known (the client moves within its rebalance interval).
+    Holdings without `owned_ts` are as fresh as each heartbeat that carries them."""
+    if member.owned is None or member.owned_ts is None or not state.route_changed:
+        return ()
+    return tuple(t for t in member.topics if state.route_changed.get(t, -1) > member.owned_ts)
 
 
 def _rerun_rocketmq(state: GroupState, only: set | None) -> None:

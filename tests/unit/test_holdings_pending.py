@@ -1,0 +1,58 @@
+"""Holdings reported before a route change (a scale-out, a broker lost) are not the member's claim
+on that topic: the monitor says they are pending and raises no orphan or double from them, until
+the member reports again (`owned_ts` later than the change)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.unit.state_helpers import T0, Run, hb, kinds, route
+
+pytestmark = pytest.mark.unit
+
+TOPIC = "DynT"
+
+
+def owned(ids) -> list:
+    return [[TOPIC, "broker-a", i] for i in ids]
+
+
+def beat(client: str, ids, owned_ts: int, ts: int) -> dict:
+    return hb(client, [TOPIC], ts=ts, owned=owned(ids), owned_ts=owned_ts)
+
+
+def test_holdings_older_than_a_scale_out_are_pending_until_asked_again():
+    run = Run()
+    run.batch([route(TOPIC, brokers={"broker-a": 4}),
+               beat("c1", [0, 1], T0, T0), beat("c2", [2, 3], T0, T0)])
+    assert kinds(run) == {}
+
+    # The topic grows to 8 queues; the members' holdings were asked before that.
+    run.batch([route(TOPIC, ts=T0 + 10_000, brokers={"broker-a": 8}),
+               beat("c1", [0, 1], T0, T0 + 10_000), beat("c2", [2, 3], T0, T0 + 10_000)])
+    assert sorted(clients for _, _, clients in kinds(run)["holdings_pending"]) == [
+        ("c1",), ("c2",)]
+    assert "orphaned_queue" not in kinds(run) and "allocation_mismatch" not in kinds(run)
+    assert run.metrics.holdings_pending_clients == 2
+
+    # Asked again before the clients moved: the new queues really are nobody's.
+    run.batch([beat("c1", [0, 1], T0 + 12_000, T0 + 12_000),
+               beat("c2", [2, 3], T0 + 12_000, T0 + 12_000)])
+    assert sorted(queue for _, queue, _ in kinds(run)["orphaned_queue"]) == [
+        ("broker-a", i) for i in range(4, 8)]
+    assert "holdings_pending" not in kinds(run) and run.metrics.holdings_pending_clients == 0
+
+    # They moved: AVG over 8.
+    run.batch([beat("c1", [0, 1, 2, 3], T0 + 30_000, T0 + 30_000),
+               beat("c2", [4, 5, 6, 7], T0 + 30_000, T0 + 30_000)])
+    assert kinds(run) == {}
+
+
+def test_holdings_sent_fresh_with_every_heartbeat_are_never_pending():
+    run = Run()
+    run.batch([route(TOPIC, brokers={"broker-a": 4}),
+               hb("c1", [TOPIC], owned=owned([0, 1, 2, 3]))])
+    run.batch([route(TOPIC, ts=T0 + 10_000, brokers={"broker-a": 8})])
+    assert sorted(queue for _, queue, _ in kinds(run)["orphaned_queue"]) == [
+        ("broker-a", i) for i in range(4, 8)]
+    assert "holdings_pending" not in kinds(run)
