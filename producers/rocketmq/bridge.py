@@ -113,6 +113,7 @@ class PollResult:
     holdings: Mapping[tuple[str, str], Holdings]     # (group, client_id) -> latest known
     routes: Mapping[str, Mapping[str, int] | None]   # topic -> readable queues per broker; None: no route
     pop: frozenset[tuple[str, str]] = frozenset()    # (topic, group) served in POP mode
+    holdings_ms: Mapping[tuple[str, str], int] = field(default_factory=dict)  # when asked
 
 
 def members_of(listings: Iterable[Listing]) -> list[Member]:
@@ -154,6 +155,9 @@ def heartbeat(member: Member, result: PollResult, assumed: AssumedStrategies) ->
         event["shared_reason"] = shared
     if known is not None and member.rank == 0:
         event["owned"] = [list(queue) for queue in known.owned]
+        asked_ms = result.holdings_ms.get((member.group, member.client_id))
+        if asked_ms:
+            event["owned_ts"] = asked_ms
     elif member.rank > 0:
         event["owned_unknown"] = True
     return event

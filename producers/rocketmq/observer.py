@@ -20,7 +20,7 @@ import logging
 import re
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -60,6 +60,10 @@ class ObserverOptions:
     # After a membership change, clients rebalance at once and again within 20 s
     # (rebalanceInterval): ask their holdings every poll for this long.
     settle_s: float = 45.0
+    # After a route change of a topic (a scale-out, a broker joining or lost), clients learn it
+    # within 30 s (pollNameServerInterval) and move at their next rebalance (20 s): ask the
+    # clients of the topic every poll for this long.
+    route_settle_s: float = 80.0
     keepalive_s: float = 30.0
     concurrency: int = 8
 
@@ -80,6 +84,7 @@ class _Asked:
     holdings: Holdings
     at: float
     signature: frozenset
+    at_ms: int = 0           # wall time of the request: the holdings are at least this fresh
 
 
 class RocketMQObserver:
@@ -97,6 +102,9 @@ class RocketMQObserver:
         self._asked: dict[tuple[str, str], _Asked] = {}
         self._signatures: dict[str, frozenset] = {}
         self._changed_at: dict[str, float] = {}
+        self._routes_seen: dict[str, dict[str, int] | None] = {}
+        self._route_changed_at: dict[str, float] = {}
+        self._route_changed_ms: dict[str, int] = {}
         self._present: dict[tuple[str, str, str], set[str]] = {}
         self._sent: dict[tuple, tuple[str, float]] = {}
         self.groups_seen = 0
@@ -116,8 +124,10 @@ class RocketMQObserver:
         self._note_membership(members, listed, now)
         holdings = self._holdings(members, masters, now)
         topics = {t for m in members for t in self._topics_of(m, holdings)}
-        result = PollResult(ts_ms, tuple(listings), frozenset(listed), holdings,
-                            self._routes(topics), frozenset(pop))
+        routes = self._routes(topics)
+        self._note_routes(routes, now, ts_ms)
+        result = PollResult(ts_ms, tuple(listings), frozenset(listed), holdings, routes,
+                            frozenset(pop), self._holdings_ms())
         self.groups_seen, self.members_seen = len(groups), len({(m.group, m.client_id, m.address)
                                                                 for m in members})
         events = [heartbeat(m, result, self._options.strategies) for m in members]
@@ -199,6 +209,7 @@ class RocketMQObserver:
             via.setdefault((member.group, member.client_id), member.broker)
         chosen = sorted(via, key=lambda key: self._need(key, now))[:self._options.running_info_budget]
         chosen = [key for key in chosen if self._need(key, now)[0] < 3]
+        asked_ms = self._wall_ms()
         jobs = {key: self._pool.submit(self._call, "running_info", via[key],
                                        self._admin.running_info, masters[via[key]], *key)
                 for key in chosen if via[key] in masters}
@@ -207,7 +218,8 @@ class RocketMQObserver:
             if info is not None:
                 self._asked[(group, client_id)] = _Asked(
                     Holdings(info.owned, info.topics, info.strategy_class, info.client_rebalance,
-                             info.pop_topics), now, self._signatures.get(group, frozenset()))
+                             info.pop_topics), now, self._signatures.get(group, frozenset()),
+                    asked_ms)
         return {key: asked.holdings for key, asked in self._asked.items()}
 
     def _need(self, key: tuple[str, str], now: float) -> tuple[int, float]:
@@ -219,11 +231,29 @@ class RocketMQObserver:
         group = key[0]
         age = now - asked.at
         if (asked.signature != self._signatures.get(group)
-                or now - self._changed_at.get(group, float("-inf")) < self._options.settle_s):
+                or now - self._changed_at.get(group, float("-inf")) < self._options.settle_s
+                or self._route_moved(asked, now)):
             return 1, -age
         if age >= self._options.running_info_refresh_s:
             return 2, -age
         return 3, -age
+
+    def _route_moved(self, asked: _Asked, now: float) -> bool:
+        """A topic of the client's changed its route since it was asked, or lately."""
+        changes = [self._route_changed_at.get(t) for t in asked.holdings.topics]
+        return any(at is not None and (at >= asked.at or now - at < self._options.route_settle_s)
+                   for at in changes)
+
+    def _note_routes(self, routes: Mapping[str, dict[str, int] | None], now: float,
+                     ts_ms: int) -> None:
+        for topic, readable in routes.items():
+            if topic in self._routes_seen and self._routes_seen[topic] != readable:
+                self._route_changed_at[topic] = now
+                self._route_changed_ms[topic] = ts_ms
+            self._routes_seen[topic] = readable
+
+    def _holdings_ms(self) -> dict[tuple[str, str], int]:
+        return {key: asked.at_ms for key, asked in self._asked.items()}
 
     def _routes(self, topics: Iterable[str]) -> dict[str, dict[str, int] | None]:
         jobs = {topic: self._pool.submit(self._call, "topic_route", "namesrv",
@@ -255,7 +285,14 @@ class RocketMQObserver:
         return known.topics if known is not None and known.topics else member.listing.topics
 
     def _due(self, key: tuple, event: dict, now: float) -> bool:
-        content = repr(sorted((k, repr(v)) for k, v in event.items() if k != "ts"))
+        """Whether to send the event now: it changed, or its keep-alive is due. Holdings asked
+        again but unchanged are no change, unless they are the first asked since a route change
+        of one of the member's topics (the job waits for those: holdings_pending)."""
+        facts = {k: v for k, v in event.items() if k not in ("ts", "owned_ts")}
+        if "owned_ts" in event:
+            facts["after_route_change"] = all(
+                self._route_changed_ms.get(t, 0) <= event["owned_ts"] for t in event["topics"])
+        content = repr(sorted((k, repr(v)) for k, v in facts.items()))
         last = self._sent.get(key)
         if last is not None and last[0] == content and now - last[1] < self._options.keepalive_s:
             return False

@@ -171,6 +171,30 @@ def test_a_silent_broker_keeps_the_groups_it_named_last_so_their_listings_are_st
     assert calls[("consumer_connections", "timeout")] == 1  # asked: the failure shows where
 
 
+def test_after_a_route_change_the_topics_clients_are_asked_again_at_the_next_poll():
+    admin = FakeAdmin()
+    admin.members = {("broker-a", "g"): [("c1", "h:1")]}
+    admin.holds = {"c1": [("T", "broker-a", q) for q in range(4)]}
+    watcher, clock = observer(admin, settle_s=0.0, keepalive_s=1000)
+    (first,) = of_type(watcher.poll(), "heartbeat")
+    clock.now += 10
+    assert watcher.poll() == [] and len(admin.running_info_calls) == 1   # settled: not asked
+    admin.routes = {**admin.routes, "T": {"broker-a": 8, "broker-b": 4}}  # scale-out
+    clock.now += 10
+    (route,) = [e for e in watcher.poll() if e["type"] == "route" and e["topic"] == "T"]
+    assert len(admin.running_info_calls) == 1      # the change is seen after this poll's asks
+    clock.now += 10
+    (beat,) = of_type(watcher.poll(), "heartbeat")  # asked again: same holdings, sent at once
+    assert len(admin.running_info_calls) == 2
+    assert beat["owned"] == first["owned"] and beat["owned_ts"] > route["ts"] > first["owned_ts"]
+    clock.now += 10
+    assert of_type(watcher.poll(), "heartbeat") == []   # asked while clients settle, unchanged
+    assert len(admin.running_info_calls) == 3
+    clock.now += 90
+    watcher.poll()
+    assert len(admin.running_info_calls) == 3           # settled again: not asked
+
+
 def test_running_info_calls_are_bounded_per_poll_and_go_to_the_never_asked_first():
     admin = FakeAdmin()
     admin.members = {("broker-a", "g"): [(f"c{i}", f"h:{i}") for i in range(5)]}
