@@ -98,3 +98,26 @@ def real_consumer(rocketmq_kit, tmp_path):
     yield start
     for consumer in consumers:
         consumer.stop()
+
+
+@pytest.fixture
+def go_consumer(tmp_path):
+    """go_consumer(namesrv, group, topics, instance_name, client_ip=None, run_seconds=600,
+    strategy="AVG", virtual_nodes=10) -> a started GoConsumer (a real rocketmq-client-go push
+    consumer, built once per source); every one is stopped (SIGTERM) at teardown. Raises, not
+    skips, when Go cannot build it."""
+    from tests.integration.rocketmq_cluster import GoConsumer, build_go_consumer
+
+    program = build_go_consumer()
+    consumers = []
+
+    def start(namesrv, group, topics, instance_name, **options):
+        run_dir = tmp_path / f"go-consumer-{len(consumers)}-{instance_name}"
+        consumer = GoConsumer(namesrv, group, topics, instance_name, run_dir, program=program,
+                              **options)
+        consumers.append(consumer)
+        return consumer.start()
+
+    yield start
+    for consumer in consumers:
+        consumer.stop()

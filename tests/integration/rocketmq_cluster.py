@@ -11,8 +11,10 @@
             cluster.resume_broker("broker-b")
 
 Every process is a JVM (the kit's scripts exec java) in its own session, so a signal to its
-process group reaches all of it. Each has its own RUN_DIR under the work directory; a server's
-output goes to RUN_DIR/stdout.log, a consumer's is read line by line into typed state.
+process group reaches all of it (a GoConsumer, a rocketmq-client-go push consumer built from
+./go_consumer, is one process in its own session). Each has its own RUN_DIR under the work
+directory; a server's output goes to RUN_DIR/stdout.log, a consumer's is read line by line
+into typed state.
 
 What ends a consumer, as the broker sees it (RocketMQ's client registers no shutdown hook of its
 own, so SIGTERM runs none of the client's shutdown):
@@ -29,12 +31,15 @@ own, so SIGTERM runs none of the client's shutdown):
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -459,12 +464,15 @@ class RealConsumer:
         args = [self.namesrv, self.group, ",".join(self.topics), self.instance_name,
                 self.client_ip or "-", str(self.run_seconds), self.requested_strategy]
         self._started_at = time.monotonic()
-        self.process = self.kit.spawn("consumer", args, self.run_dir, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True, bufsize=1)
+        self.process = self._spawn(args)
         self._reader = threading.Thread(target=self._read, name=f"consumer-{self.instance_name}",
                                         daemon=True)
         self._reader.start()
         return self
+
+    def _spawn(self, args: list[str]) -> subprocess.Popen:
+        return self.kit.spawn("consumer", args, self.run_dir, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, bufsize=1)
 
     def _read(self) -> None:
         with open(self.run_dir / "stdout.log", "w") as log:
@@ -602,3 +610,78 @@ class RealConsumer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+GO_CONSUMER = Path(__file__).parent / "go_consumer"
+
+
+class GoUnavailable(RuntimeError):
+    """The Go consumer cannot be built: no `go` on PATH, or `go build` failed."""
+
+
+def build_go_consumer(timeout: float = 600.0) -> Path:
+    """The go_consumer binary (tests/integration/go_consumer: rocketmq-client-go at the version
+    its go.mod pins), built once per source into a folder under the jar cache named by the hash
+    of main.go, go.mod and go.sum, whichever process gets there first. The first build fetches
+    the modules go.sum lists through the Go module proxy (Go's own GOMODCACHE and GOCACHE)."""
+    digest = hashlib.sha256(b"".join((GO_CONSUMER / name).read_bytes()
+                                     for name in ("main.go", "go.mod", "go.sum")))
+    target = jars.cache_root() / "probes" / f"go_consumer-{digest.hexdigest()[:16]}"
+    binary = target / "go_consumer"
+    if (target / "COMPLETE").is_file():
+        return binary
+    go = shutil.which("go")
+    if go is None:
+        raise GoUnavailable(f"`go` is not on PATH: a Go toolchain (https://go.dev/dl/) is needed "
+                            f"to build {GO_CONSUMER}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        # -buildvcs=false: the module sits inside the project's git checkout.
+        done = subprocess.run([go, "build", "-buildvcs=false", "-o", str(scratch / binary.name),
+                               "."], cwd=GO_CONSUMER, capture_output=True, text=True,
+                              timeout=timeout)
+        if done.returncode != 0:
+            raise GoUnavailable(f"go build in {GO_CONSUMER} failed:\n{done.stdout}{done.stderr}")
+        (scratch / "COMPLETE").write_text("")
+        try:
+            scratch.rename(target)  # atomic: a folder there is complete
+        except OSError:
+            if not (target / "COMPLETE").is_file():
+                raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return binary
+
+
+class GoConsumer(RealConsumer):
+    """One go_consumer process (build_go_consumer()): a real rocketmq-client-go push consumer
+    with an upstream strategy, printing the lines RealConsumer parses. Its client logs go to
+    RUN_DIR/stderr.log; HOME is RUN_DIR (the client keeps files under $HOME). `virtual_nodes`
+    is CONSISTENT_HASH's count (Java's default, 10, unless told).
+
+    As the broker sees it, Go differs from Java only in what the program's own end does: at
+    RUN_SECONDS it calls Shutdown, which persists offsets but sends no UNREGISTER_CLIENT
+    (v2.1.2), so the broker drops the member when the connection closes. VIEW is the cidAll
+    of its last rebalance (see main.go)."""
+
+    def __init__(self, namesrv: str, group: str, topics: str | Sequence[str],
+                 instance_name: str, run_dir: Path, *, program: Path | None = None,
+                 virtual_nodes: int = 10, **options) -> None:
+        super().__init__(None, namesrv, group, topics, instance_name, run_dir, **options)
+        self.program, self.virtual_nodes = program, virtual_nodes
+
+    def _spawn(self, args: list[str]) -> subprocess.Popen:
+        program = self.program or build_go_consumer()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.run_dir / "stderr.log", "wb") as stderr:
+            return subprocess.Popen([str(program), *args, str(self.virtual_nodes)],
+                                    cwd=self.run_dir, stdout=subprocess.PIPE, stderr=stderr,
+                                    text=True, bufsize=1, start_new_session=True,
+                                    env={**os.environ, "HOME": str(self.run_dir),
+                                         "RUN_DIR": str(self.run_dir)})
+
+    def output_tail(self, lines: int = 40) -> str:
+        stderr = self.run_dir / "stderr.log"
+        logs = tail(stderr.read_text(errors="replace"), lines) if stderr.exists() else ""
+        return super().output_tail(lines) + (f"\n--- stderr.log:\n{logs}" if logs else "")

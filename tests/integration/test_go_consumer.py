@@ -1,0 +1,215 @@
+"""A real Go RocketMQ push consumer (rocketmq-client-go v2.1.2, tests/integration/go_consumer)
+in a group beside real Java consumers, on RocketMQ 4.9.8 and 5.3.3.
+
+The real clients are the ground truth: what each one really pulls (its process queue table)
+must be what `streaming.core.allocation.allocate` computes for it, "AVG" / "CONSISTENT_HASH"
+for a Java client and "GO_AVG" / "GO_CONSISTENT_HASH" for the Go one, from the client ids the
+clients print. Mixing Java's and Go's consistent hash in one group gives some queues two owners
+and others none: the instance names of that scenario were picked (with the port, offline) so
+that it does.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Sequence
+
+import pytest
+
+from streaming.core.allocation import allocate, sort_client_ids, sort_queues
+from streaming.core.allocation.rocketmq_go import sort_client_ids_go, sort_queues_go
+from tests.integration.rocketmq_cluster import GoConsumer, RealConsumer
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+BROKER = "broker-a"
+QUEUES = 8
+SETTLE_TIMEOUT = 90.0
+# Longer than one rebalance period of either client (20 s each), so every member has
+# re-allocated at least once on its own timer while we watch.
+STEADY_SECONDS = 25.0
+
+
+def _all_queues(topic: str) -> list[tuple[str, str, int]]:
+    return [(topic, BROKER, queue_id) for queue_id in range(QUEUES)]
+
+
+def _expected(consumers: Sequence[RealConsumer], topic: str, java: str, go: str,
+              go_params: dict) -> dict[str, frozenset[tuple[str, int]]]:
+    """Instance name -> what the port allocates to that client, as (broker, queue id)."""
+    client_ids = [c.client_id for c in consumers]
+    expected = {}
+    for consumer in consumers:
+        if isinstance(consumer, GoConsumer):
+            # doBalance's sort.Strings / sort.SliceStable (equal to Java's order for ASCII).
+            share = allocate(go, go_params, consumer.client_id,
+                             sort_queues_go(_all_queues(topic)), sort_client_ids_go(client_ids))
+        else:
+            share = allocate(java, {}, consumer.client_id, sort_queues(_all_queues(topic)),
+                             sort_client_ids(client_ids))
+        expected[consumer.instance_name] = frozenset((broker, q) for _, broker, q in share)
+    return expected
+
+
+def _holdings(consumers: Sequence[RealConsumer], topic: str) -> dict[str, frozenset]:
+    return {c.instance_name: c.holds(topic) for c in consumers}
+
+
+def _describe(consumers: Sequence[RealConsumer], topic: str, expected: dict | None = None) -> str:
+    lines = []
+    for c in consumers:
+        line = f"  {c.instance_name} ({c.client_id}): holds {sorted(c.holds(topic))}"
+        if expected is not None:
+            line += f", port says {sorted(expected[c.instance_name])}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _shared(consumers: Sequence[RealConsumer], topic: str) -> tuple[list, list]:
+    """(doubles: queues two or more clients pull, orphans: queues nobody pulls), sorted."""
+    counts = Counter(q for held in _holdings(consumers, topic).values() for q in held)
+    doubles = sorted(q for q, n in counts.items() if n > 1)
+    orphans = sorted((BROKER, q) for q in range(QUEUES) if (BROKER, q) not in counts)
+    return doubles, orphans
+
+
+def _report(consumers: Sequence[RealConsumer], topic: str, expected: dict) -> str:
+    doubles, orphans = _shared(consumers, topic)
+    return (f"doubles (held by 2+ clients): {doubles}; orphans (held by none): {orphans}\n"
+            f"{_describe(consumers, topic, expected)}")
+
+
+def _wait_settled(consumers: Sequence[RealConsumer], topic: str, expected: dict,
+                  timeout: float = SETTLE_TIMEOUT) -> None:
+    """Until every client holds what the port allocates it; fails early with every member's
+    output if one exits, and with every member's holdings if it takes longer."""
+    def done(_: RealConsumer) -> bool:
+        return (_holdings(consumers, topic) == expected
+                or not all(c.running for c in consumers))
+
+    try:
+        consumers[0].wait_for(done, timeout, "every client holding what the port allocates it")
+    except AssertionError as error:
+        raise AssertionError(f"{error}\n{_report(consumers, topic, expected)}") from None
+    for c in consumers:
+        assert c.running, f"{c.instance_name} exited before settling:\n{c.output_tail()}"
+
+
+def _holds_lines(consumer: RealConsumer, topic: str) -> int:
+    """How many HOLDS lines for topic it printed: one per change of what it pulls."""
+    return sum(1 for line in consumer.output_tail(10**9).splitlines()
+               if f"] HOLDS topic={topic} [" in line)
+
+
+def _assert_steady(consumers: Sequence[RealConsumer], topic: str,
+                   expected: dict[str, frozenset]) -> None:
+    """Watch the settled group through a full rebalance period of both clients: nobody's
+    holdings change, not even for a moment (no new HOLDS line)."""
+    printed = {c.instance_name: _holds_lines(c, topic) for c in consumers}
+    until = time.monotonic() + STEADY_SECONDS
+
+    def still(_: RealConsumer) -> bool:
+        now = _holdings(consumers, topic)
+        assert now == expected, (f"holdings moved after the group had settled:\n"
+                                 f"{_report(consumers, topic, expected)}")
+        return time.monotonic() >= until
+
+    consumers[0].wait_for(still, STEADY_SECONDS + 30, "a steady rebalance period")
+    for c in consumers:
+        assert c.running, f"{c.instance_name} exited:\n{c.output_tail()}"
+        assert _holds_lines(c, topic) == printed[c.instance_name], (
+            f"{c.instance_name} changed its holdings and back while steady:\n{c.output_tail()}")
+
+
+def _connections(cluster, group: str) -> dict[str, str]:
+    """Client id -> language, as the broker lists the group's connections."""
+    output = cluster.mqadmin("consumerConnection", "-g", group, "-n", cluster.namesrv)
+    rows = {}
+    for line in output.splitlines():
+        parts = line.split()
+        if len(parts) >= 4 and "@" in parts[0] and not parts[0].startswith("#"):
+            rows[parts[0]] = parts[2]
+    return rows
+
+
+def test_go_consumer_alone_holds_every_queue_and_consumes(rocketmq_cluster, go_consumer):
+    topic, group = "go-alone", "go-alone-group"
+    rocketmq_cluster.create_topic(topic, queues=QUEUES)
+    consumer = go_consumer(rocketmq_cluster.namesrv, group, topic, "go-alone-1")
+    client_id = consumer.wait_started()
+    assert client_id.endswith("@go-alone-1"), client_id
+    assert consumer.strategy == "AVG"
+
+    consumer.wait_holds(topic, QUEUES)
+    assert consumer.holds(topic) == frozenset((BROKER, q) for q in range(QUEUES))
+
+    sent = rocketmq_cluster.produce(topic, 24)
+    bodies = {m.body for m in sent}
+    consumer.wait_for(lambda c: bodies <= {m.body for m in c.consumed}, 60,
+                      f"consuming all {len(sent)} messages")
+    where = {(m.body, m.topic, m.broker, m.queue_id) for m in consumer.consumed}
+    for message in sent:
+        assert (message.body, topic, BROKER, message.queue_id) in where, (message, where)
+
+    connections = _connections(rocketmq_cluster, group)
+    assert connections == {client_id: "GO"}, connections
+
+
+def test_java_and_go_consumers_with_averagely(rocketmq_cluster, real_consumer, go_consumer):
+    topic, group = "go-avg", "go-avg-group"
+    namesrv = rocketmq_cluster.namesrv
+    rocketmq_cluster.create_topic(topic, queues=QUEUES)
+    consumers = [real_consumer(namesrv, group, topic, "avg-java-1", strategy="AVG"),
+                 real_consumer(namesrv, group, topic, "avg-java-2", strategy="AVG"),
+                 go_consumer(namesrv, group, topic, "avg-go-1", strategy="AVG")]
+    for c in consumers:
+        c.wait_started()
+    assert len({c.client_id for c in consumers}) == 3
+
+    expected = _expected(consumers, topic, "AVG", "GO_AVG", {})
+    _wait_settled(consumers, topic, expected)
+
+    counts = Counter(q for held in _holdings(consumers, topic).values() for q in held)
+    assert counts == Counter({(BROKER, q): 1 for q in range(QUEUES)}), (
+        f"not every queue held exactly once:\n{_report(consumers, topic, expected)}")
+    _assert_steady(consumers, topic, expected)
+
+
+# Picked offline with the port: on topic go-ch with these names (and client IP 127.0.0.1),
+# Java's MD5 ring and Go's CRC-32 ring disagree so that queues 2 and 3 get two owners and
+# queues 1 and 7 none.
+CH_TOPIC = "go-ch"
+CH_JAVA = ("ch-java-2", "ch-java-12")
+CH_GO = "ch-go-2"
+CH_CLIENT_IP = "127.0.0.1"
+VIRTUAL_NODES = 10   # Java's AllocateMessageQueueConsistentHash default, and the Go one's here
+
+
+def test_java_and_go_consumers_with_consistent_hash(rocketmq_cluster, real_consumer,
+                                                    go_consumer):
+    topic, group = CH_TOPIC, "go-ch-group"
+    namesrv = rocketmq_cluster.namesrv
+    rocketmq_cluster.create_topic(topic, queues=QUEUES)
+    consumers = [*(real_consumer(namesrv, group, topic, name, client_ip=CH_CLIENT_IP,
+                                 strategy="CONSISTENT_HASH") for name in CH_JAVA),
+                 go_consumer(namesrv, group, topic, CH_GO, client_ip=CH_CLIENT_IP,
+                             strategy="CONSISTENT_HASH", virtual_nodes=VIRTUAL_NODES)]
+    for c in consumers:
+        # The names below were chosen for these ids: the client IP must have been applied.
+        assert c.wait_started() == f"{CH_CLIENT_IP}@{c.instance_name}", c.output_tail()
+
+    expected = _expected(consumers, topic, "CONSISTENT_HASH", "GO_CONSISTENT_HASH",
+                         {"virtual_nodes": VIRTUAL_NODES})
+    _wait_settled(consumers, topic, expected)
+
+    doubles, orphans = _shared(consumers, topic)
+    report = _report(consumers, topic, expected)
+    print(report)
+    assert doubles or orphans, f"Java's and Go's rings agreed on every queue:\n{report}"
+    _assert_steady(consumers, topic, expected)
+
+    # The broker lists the Go client under the id it printed (its CLIENT_IP applied).
+    connections = _connections(rocketmq_cluster, group)
+    assert connections == {c.client_id: "GO" if isinstance(c, GoConsumer) else "JAVA"
+                           for c in consumers}, connections
