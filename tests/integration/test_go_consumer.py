@@ -213,3 +213,40 @@ def test_java_and_go_consumers_with_consistent_hash(rocketmq_cluster, real_consu
     connections = _connections(rocketmq_cluster, group)
     assert connections == {c.client_id: "GO" if isinstance(c, GoConsumer) else "JAVA"
                            for c in consumers}, connections
+
+
+def test_the_monitor_re_runs_each_client_with_its_own_sdk_and_reports_the_real_conflicts(
+        rocketmq_cluster, real_consumer, go_consumer, spark, kafka_bootstrap, make_topic,
+        tmp_path):
+    """observe-rocketmq told the Go clients' strategy (--sdk-strategy GO=CONSISTENT_HASH): every
+    client's holdings equal the monitor's re-run of it (no allocation mismatch), and the queues
+    the monitor reports doubled and orphaned are the ones the real clients double and orphan."""
+    from tests.integration.test_observe_rocketmq import group_value, watching
+
+    topic, group = CH_TOPIC, "go-ch-watched"
+    namesrv = rocketmq_cluster.namesrv
+    rocketmq_cluster.create_topic(topic, queues=QUEUES)       # again: updateTopic is idempotent
+    consumers = [*(real_consumer(namesrv, group, topic, name, client_ip=CH_CLIENT_IP,
+                                 strategy="CONSISTENT_HASH") for name in CH_JAVA),
+                 go_consumer(namesrv, group, topic, CH_GO, client_ip=CH_CLIENT_IP,
+                             strategy="CONSISTENT_HASH", virtual_nodes=VIRTUAL_NODES)]
+    for c in consumers:
+        c.wait_started()
+    expected = _expected(consumers, topic, "CONSISTENT_HASH", "GO_CONSISTENT_HASH",
+                         {"virtual_nodes": VIRTUAL_NODES})
+    _wait_settled(consumers, topic, expected)
+    doubles, orphans = _shared(consumers, topic)
+    assert doubles or orphans, _report(consumers, topic, expected)
+
+    with watching(namesrv, group, spark, kafka_bootstrap, make_topic, tmp_path / "watch",
+                  "--sdk-strategy", "GO=CONSISTENT_HASH", "--go-virtual-nodes",
+                  str(VIRTUAL_NODES)) as (monitor, _):
+        scrape = monitor.wait_for(
+            lambda m: group_value(m, "rebalance_group_members", group) == 3
+            and group_value(m, "rebalance_allocation_mismatch_clients", group) == 0
+            and group_value(m, "rebalance_double_assigned_queues", group, topic=topic)
+            == len(doubles))
+        assert group_value(scrape, "rebalance_orphaned_queues", group, topic=topic) == len(
+            orphans), _report(consumers, topic, expected)
+        assert group_value(scrape, "rebalance_strategy_inconsistent", group) == 1
+    assert _shared(consumers, topic) == (doubles, orphans)   # nobody moved meanwhile
