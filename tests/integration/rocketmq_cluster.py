@@ -307,6 +307,13 @@ class RocketMQCluster:
     def broker_pid(self, name: str) -> int:
         return self._brokers[name].pid
 
+    def kill_broker(self, name: str) -> None:
+        """SIGKILL: the broker is gone at once, its connections reset; the NameServer drops it
+        as its connection closes, clients learn the route within 30 s."""
+        process = self._brokers[name].process
+        _signal_group(process, signal.SIGKILL)
+        process.wait()
+
     def pause_broker(self, name: str) -> None:
         """SIGSTOP, returning once it is stopped: the broker answers nothing, but its
         connections and its registration with the NameServer stay."""
@@ -459,6 +466,7 @@ class RealConsumer:
         self._done: str | None = None
         self._reader: threading.Thread | None = None
         self._started_at = 0.0
+        self._holds_changed_at = 0.0
 
     def start(self) -> RealConsumer:
         args = [self.namesrv, self.group, ",".join(self.topics), self.instance_name,
@@ -492,6 +500,7 @@ class RealConsumer:
                 self._client_id, self._strategy = m["client_id"], m["strategy"]
             elif kind == "HOLDS" and (m := _HOLDS.match(rest)):
                 self._holds[m["topic"]] = _queues(m["queues"])
+                self._holds_changed_at = time.monotonic()
             elif kind == "VIEW" and (m := _VIEW.match(rest)):
                 self._views[m["topic"]] = tuple(c.strip() for c in m["cids"].split(",") if c.strip())
             elif kind == "CONSUMED" and (m := _CONSUMED.match(rest)):
@@ -513,6 +522,12 @@ class RealConsumer:
     def strategy(self) -> str | None:
         with self._lock:
             return self._strategy
+
+    @property
+    def holds_changed_at(self) -> float:
+        """time.monotonic() of the last HOLDS line: when what it pulls last changed."""
+        with self._lock:
+            return self._holds_changed_at
 
     def holds(self, topic: str) -> frozenset[Queue]:
         """The queues of topic it pulls now (its process queue table), as (broker, queue id)."""
