@@ -153,6 +153,11 @@ def heartbeat(member: Member, result: PollResult, assumed: AssumedStrategies) ->
     if shared:
         event["shared"] = True
         event["shared_reason"] = shared
+    elif known is not None and not known.client_rebalance:
+        # 5.x clientRebalance=false: a broker allocates for the client (QUERY_ASSIGNMENT) with
+        # the client's strategy over that broker's client list. The queues stay exclusive, so the
+        # group is checked like any other; brokers whose lists differ show as broker_view_divergent.
+        event["assigned_by"] = "broker"
     if known is not None and member.rank == 0:
         event["owned"] = [list(queue) for queue in known.owned]
         asked_ms = result.holdings_ms.get((member.group, member.client_id))
@@ -199,8 +204,6 @@ def _shared_reason(member: Member, known: Holdings | None, result: PollResult) -
         return "pop"
     if known is not None and known.pop_topics:
         return "pop"
-    if known is not None and not known.client_rebalance:
-        return "server_rebalance"
     return None
 
 

@@ -450,8 +450,10 @@ class RealConsumer:
 
     def __init__(self, kit: RocketMQKit, namesrv: str, group: str, topics: str | Sequence[str],
                  instance_name: str, run_dir: Path, *, client_ip: str | None = None,
-                 run_seconds: int = 600, strategy: str = "AVG") -> None:
+                 run_seconds: int = 600, strategy: str = "AVG",
+                 client_rebalance: bool = True) -> None:
         self.kit, self.namesrv, self.group = kit, namesrv, group
+        self.client_rebalance = client_rebalance
         self.topics = (topics,) if isinstance(topics, str) else tuple(topics)
         self.instance_name, self.run_dir = instance_name, Path(run_dir)
         self.client_ip, self.run_seconds, self.requested_strategy = client_ip, run_seconds, strategy
@@ -479,7 +481,8 @@ class RealConsumer:
         return self
 
     def _spawn(self, args: list[str]) -> subprocess.Popen:
-        return self.kit.spawn("consumer", args, self.run_dir, stdout=subprocess.PIPE,
+        env = {} if self.client_rebalance else {"CLIENT_REBALANCE": "false"}
+        return self.kit.spawn("consumer", args, self.run_dir, env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True, bufsize=1)
 
     def _read(self) -> None:

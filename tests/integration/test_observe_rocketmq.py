@@ -189,6 +189,48 @@ def test_a_consumer_that_also_subscribes_a_second_topic_leaves_part_of_it_orphan
         assert group_value(scrape, "rebalance_orphaned_queues", group, topic=common) == 0
 
 
+def test_clients_a_broker_allocates_for_are_checked_like_any_other(
+        rocketmq_kit, rocketmq_cluster_factory, real_consumer, spark, kafka_bootstrap, make_topic,
+        tmp_path):
+    """5.x clientRebalance=false: the broker runs the client's strategy over its client list
+    (QUERY_ASSIGNMENT). Two clients of T split it; a third member that subscribes only U is in
+    every broker's list, so the share the brokers give it of T is read by nobody: real orphans
+    the monitor reports (it once took these groups for shared and said nothing)."""
+    if rocketmq_kit.version.startswith("4."):
+        pytest.skip("clientRebalance=false is 5.x's")
+    cluster = rocketmq_cluster_factory(["broker-a", "broker-b"])
+    topic, other, group = fresh("T-srv"), fresh("U-srv"), fresh("g-srv")
+    cluster.create_topic(topic, queues=4)
+    cluster.create_topic(other, queues=2)
+    pair = [real_consumer(cluster.namesrv, group, topic, f"s{i}", client_rebalance=False)
+            for i in range(2)]
+    pair[0].wait_for(lambda _: sum(len(c.holds(topic)) for c in pair) == 8
+                     and not pair[0].holds(topic) & pair[1].holds(topic),
+                     what="the broker splitting T between the two")
+    with watching(cluster.namesrv, group, spark, kafka_bootstrap, make_topic,
+                  tmp_path / "watch") as (monitor, _):
+        scrape = monitor.wait_for(lambda m: group_value(m, "rebalance_group_members", group) == 2
+                                  and group_value(m, "rebalance_group_queues", group,
+                                                  topic=topic) == 8)
+        assert group_value(scrape, "rebalance_double_assigned_queues", group, topic=topic) == 0
+        assert group_value(scrape, "rebalance_orphaned_queues", group, topic=topic) == 0
+        assert group_value(scrape, "rebalance_allocation_mismatch_clients", group) == 0
+
+        # The brokers allocate each topic over all three: the pair gives up a third of T, and
+        # the third member gets a third of U; the rest of each is nobody's.
+        third = real_consumer(cluster.namesrv, group, other, "s2", client_rebalance=False)
+        third.wait_for(lambda c: 0 < len(c.holds(other)) < 4, what="its share of U")
+        pair[0].wait_for(lambda _: 0 < sum(len(c.holds(topic)) for c in pair) < 8,
+                         what="the pair giving up the third member's share of T")
+        orphaned = {topic: 8 - len(pair[0].holds(topic) | pair[1].holds(topic)),
+                    other: 4 - len(third.holds(other))}
+        scrape = monitor.wait_for(lambda m: all(
+            group_value(m, "rebalance_orphaned_queues", group, topic=t) == n
+            for t, n in orphaned.items()))
+        assert group_value(scrape, "rebalance_double_assigned_queues", group, topic=topic) == 0
+        assert group_value(scrape, "rebalance_subscription_inconsistent", group) == 1
+
+
 def test_a_paused_broker_is_counted_and_waited_out_without_losing_the_members(
         rocketmq_cluster_factory, real_consumer, spark, kafka_bootstrap, make_topic, tmp_path):
     cluster = rocketmq_cluster_factory(["broker-a"])

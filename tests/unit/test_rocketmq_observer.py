@@ -40,6 +40,7 @@ class FakeAdmin:
         self.running_info_calls = []
         self.consume_type = "CONSUME_PASSIVELY"
         self.language = {}                       # client_id -> LanguageCode (default JAVA)
+        self.client_rebalance = {}               # client_id -> "false" (5.x server rebalance)
 
     def _broker(self, address):
         name = next(n for n, a in self.brokers.items() if a == address)
@@ -66,7 +67,8 @@ class FakeAdmin:
         self._broker(address)
         self.running_info_calls.append(client_id)
         owned = tuple(self.holds.get(client_id, ()))
-        props = {"allocateMessageQueueStrategy": self.strategy.get(client_id, AVG)}
+        props = {"allocateMessageQueueStrategy": self.strategy.get(client_id, AVG),
+                 "clientRebalance": self.client_rebalance.get(client_id, "")}
         return RunningInfo(owned, self.topics, {k: v for k, v in props.items() if v})
 
     def topic_route(self, topic):
@@ -252,6 +254,14 @@ def test_pop_consumers_are_shared_and_never_a_conflict():
     admin.consume_type = "CONSUME_POP"
     (beat,) = of_type(observer(admin)[0].poll(), "heartbeat")
     assert beat["shared"] is True and beat["shared_reason"] == "pop"
+
+
+def test_a_client_the_broker_allocates_for_is_checked_like_any_other():
+    admin = FakeAdmin()
+    admin.members = {("broker-a", "g"): [("c1", "h:1")]}
+    admin.client_rebalance = {"c1": "false"}
+    (beat,) = of_type(observer(admin)[0].poll(), "heartbeat")
+    assert "shared" not in beat and beat["assigned_by"] == "broker"
 
 
 def test_a_topic_without_a_route_has_no_queues_and_a_failed_route_call_sends_nothing():
