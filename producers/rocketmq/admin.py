@@ -85,6 +85,8 @@ class RunningInfo:
     topics: tuple[str, ...]
     properties: Mapping[str, str] = field(default_factory=dict)
     pop_topics: tuple[str, ...] = ()                  # topics it reads in POP mode (5.x)
+    # What it pops from (mqPopTable, not dropped): queue id -1 is "any queue of the broker".
+    popping: tuple[tuple[str, str, int], ...] = ()
 
     @property
     def strategy_class(self) -> str | None:
@@ -161,12 +163,18 @@ class RocketMQAdmin:
                 raise MalformedBody("an mqTable key that is not a MessageQueue")
             if not (isinstance(state, Mapping) and state.get("droped")):
                 owned.append((str(queue["topic"]), str(queue["brokerName"]), int(queue["queueId"])))
-        pop_topics = sorted({str(queue["topic"]) for queue in _mapping(body, "mqPopTable")
-                             if isinstance(queue, Mapping) and "topic" in queue})
+        popping = []
+        for queue, state in _mapping(body, "mqPopTable").items():
+            if not isinstance(queue, Mapping) or not {"topic", "brokerName", "queueId"} <= set(queue):
+                raise MalformedBody("an mqPopTable key that is not a MessageQueue")
+            if not (isinstance(state, Mapping) and state.get("droped")):
+                popping.append((str(queue["topic"]), str(queue["brokerName"]), int(queue["queueId"])))
+        pop_topics = sorted({topic for topic, _, _ in popping})
         topics = sorted({str(s["topic"]) for s in _list(body, "subscriptionSet")
                          if isinstance(s, Mapping) and s.get("topic")})
         properties = {str(k): str(v) for k, v in _mapping(body, "properties").items()}
-        return RunningInfo(tuple(sorted(owned)), tuple(topics), properties, tuple(pop_topics))
+        return RunningInfo(tuple(sorted(owned)), tuple(topics), properties, tuple(pop_topics),
+                           tuple(sorted(popping)))
 
     def topic_route(self, topic: str) -> TopicRoute:
         body = self._ask_namesrv(GET_ROUTEINFO_BY_TOPIC,

@@ -88,6 +88,7 @@ class Holdings:
     strategy_class: str | None = None
     client_rebalance: bool = True
     pop_topics: tuple[str, ...] = ()
+    popping: tuple[tuple[str, str, int], ...] = ()   # POP queues; id -1: any of the broker's
 
 
 @dataclass(frozen=True)
@@ -159,7 +160,8 @@ def heartbeat(member: Member, result: PollResult, assumed: AssumedStrategies) ->
         # group is checked like any other; brokers whose lists differ show as broker_view_divergent.
         event["assigned_by"] = "broker"
     if known is not None and member.rank == 0:
-        event["owned"] = [list(queue) for queue in known.owned]
+        event["owned"] = [list(queue) for queue in
+                          sorted({*known.owned, *_popped(known.popping, result.routes)})]
         asked_ms = result.holdings_ms.get((member.group, member.client_id))
         if asked_ms:
             event["owned_ts"] = asked_ms
@@ -205,6 +207,18 @@ def _shared_reason(member: Member, known: Holdings | None, result: PollResult) -
     if known is not None and known.pop_topics:
         return "pop"
     return None
+
+
+def _popped(popping, routes) -> list[tuple[str, str, int]]:
+    """POP queues as the queues they read: a broker-wide entry (id -1) is every readable queue of
+    that broker in the topic's route (none while the route is not known)."""
+    out = []
+    for topic, broker, queue_id in popping:
+        if queue_id >= 0:
+            out.append((topic, broker, queue_id))
+        else:
+            out += [(topic, broker, q) for q in range((routes.get(topic) or {}).get(broker, 0))]
+    return out
 
 
 def _port(client_addr: str) -> int:

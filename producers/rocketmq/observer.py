@@ -218,7 +218,8 @@ class RocketMQObserver:
             if info is not None:
                 self._asked[(group, client_id)] = _Asked(
                     Holdings(info.owned, info.topics, info.strategy_class, info.client_rebalance,
-                             info.pop_topics), now, self._signatures.get(group, frozenset()),
+                             info.pop_topics, info.popping), now,
+                    self._signatures.get(group, frozenset()),
                     asked_ms)
         return {key: asked.holdings for key, asked in self._asked.items()}
 

@@ -155,7 +155,8 @@ class GroupMetrics:
     assignment_epoch: int | None = None
     target_skew_ratio: float = 1.0
     target_unassigned: Mapping[str, int] = field(default_factory=dict)
-    share_readers: Mapping[str, int] = field(default_factory=dict)   # share groups, per topic
+    # Kafka share groups and RocketMQ POP readers: the most members reading one queue, per topic.
+    share_readers: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def key(self) -> GroupKey:

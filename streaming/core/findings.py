@@ -103,7 +103,8 @@ def compute(state: GroupState) -> GroupFindings:
     findings += _holdings_pending(state)
     return GroupFindings(findings, {t: len(q) for t, q in route.items()}, loads, skew_ratio,
                          target_skew_ratio,
-                         _share_readers(contested, active, claims) if share else {})
+                         _share_readers(contested, active, claims) if share
+                         else _pop_readers(state, route, claims))
 
 
 def group_type(state: GroupState) -> str:
@@ -180,6 +181,15 @@ def _skew(route, active, loads) -> tuple[float, list[Finding]]:
         found += [Finding("idle_client", clients=(m.client_id,), address=m.address)
                   for m in active if loads[m.key] == 0]
     return ratio, found
+
+
+def _pop_readers(state: GroupState, route, claims) -> dict[str, int]:
+    """A RocketMQ group's shared (POP) readers: per topic, the most reading one queue."""
+    popping = [m for m in state.live_members() if m.shared and m.model == "CLUSTERING"]
+    if state.system != "rocketmq" or not popping:
+        return {}
+    topics = {t: route[t] for t in sorted({t for m in popping for t in m.topics}) if t in route}
+    return _share_readers(topics, popping, claims)
 
 
 def _share_readers(route, active, claims) -> dict[str, int]:
@@ -415,7 +425,8 @@ def metrics(state: GroupState, result: GroupFindings) -> GroupMetrics:
 def _assignment_metrics(state: GroupState, result: GroupFindings) -> dict:
     kind = group_type(state)
     out = {"group_type": kind, "assignor": state.assignor or "",
-           "assignor_changes_total": state.assignor_changes}
+           "assignor_changes_total": state.assignor_changes,
+           "share_readers": dict(result.share_readers)}
     protocols = [m.protocol for m in state.members.values() if m.protocol is not None]
     if kind not in ("consumer", "share"):
         return out

@@ -94,6 +94,12 @@ KAFKA_GROUP_GAUGES = (
      "Max member load in the broker's target / ceil(partitions / members); 1.0 is even.",
      attrgetter("target_skew_ratio")),
 )
+# RocketMQ groups only.
+ROCKETMQ_TOPIC_GAUGES = (
+    ("rebalance_pop_max_readers",
+     "POP consumers: the most members reading one queue of the topic (several by design).",
+     attrgetter("share_readers")),
+)
 KAFKA_TOPIC_GAUGES = (
     ("rebalance_kafka_target_unassigned_partitions",
      "Partitions of the topic in no member's target assignment (consumer groups).",
@@ -224,6 +230,8 @@ def group_families(groups: list[GroupMetrics], health: JobHealth,
     yield from _per_group(CounterMetricFamily, GROUP_COUNTERS, groups)
     yield conflict_age(groups, health)
     yield _group_info(groups)
+    yield from _per_topic(ROCKETMQ_TOPIC_GAUGES,
+                          [group for group in groups if group.system == "rocketmq"])
     assigned = [group for group in groups if group.broker_assigned]
     yield from _per_group(GaugeMetricFamily, KAFKA_GROUP_GAUGES, assigned)
     yield from _per_topic(KAFKA_TOPIC_GAUGES, assigned)

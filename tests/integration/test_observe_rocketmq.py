@@ -231,6 +231,36 @@ def test_clients_a_broker_allocates_for_are_checked_like_any_other(
         assert group_value(scrape, "rebalance_subscription_inconsistent", group) == 1
 
 
+def test_pop_consumers_share_queues_by_design_and_their_readers_per_queue_are_shown(
+        rocketmq_kit, rocketmq_cluster_factory, real_consumer, spark, kafka_bootstrap, make_topic,
+        tmp_path):
+    """5.x POP (mqadmin setConsumeMode -m POP): three real consumers all pop from both brokers.
+    Several readers per queue is the design, never a double assignment."""
+    if rocketmq_kit.version.startswith("4."):
+        pytest.skip("POP is 5.x's")
+    cluster = rocketmq_cluster_factory(["broker-a", "broker-b"])
+    topic, group = fresh("T-pop"), fresh("g-pop")
+    cluster.create_topic(topic, queues=4)
+    cluster.mqadmin("setConsumeMode", "-n", cluster.namesrv, "-c", cluster.CLUSTER_NAME,
+                    "-t", topic, "-g", group, "-m", "POP", "-q", "8")
+    readers = [real_consumer(cluster.namesrv, group, topic, f"p{i}", client_rebalance=False)
+               for i in range(3)]
+    readers[0].wait_for(lambda _: all(len(c.holds(topic)) == 2 for c in readers),
+                        what="every reader popping from both brokers")
+    queues = [(broker, q) for broker in ("broker-a", "broker-b") for q in range(4)]
+    # What they hold: (broker, -1) is any queue of that broker.
+    most = max(sum((b, q) in c.holds(topic) or (b, -1) in c.holds(topic) for c in readers)
+               for b, q in queues)
+    with watching(cluster.namesrv, group, spark, kafka_bootstrap, make_topic,
+                  tmp_path / "watch") as (monitor, _):
+        scrape = monitor.wait_for(lambda m: group_value(
+            m, "rebalance_pop_max_readers", group, topic=topic) == most)
+        assert most == 3
+        assert group_value(scrape, "rebalance_group_members", group) == 3
+        assert group_value(scrape, "rebalance_double_assigned_queues", group, topic=topic) == 0
+        assert group_value(scrape, "rebalance_orphaned_queues", group, topic=topic) == 0
+
+
 def test_a_paused_broker_is_counted_and_waited_out_without_losing_the_members(
         rocketmq_cluster_factory, real_consumer, spark, kafka_bootstrap, make_topic, tmp_path):
     cluster = rocketmq_cluster_factory(["broker-a"])

@@ -65,3 +65,13 @@ def test_a_go_consistent_hash_without_its_virtual_nodes_is_refused():
     refused = parse_event({**hb("c", [TOPIC], strategy="GO_CONSISTENT_HASH"), "system": "rocketmq",
                            "v": 1})
     assert isinstance(refused, Invalid) and refused.reason == "missing_field"
+
+
+def test_pop_readers_share_queues_by_design_and_are_counted_per_queue():
+    every = [[TOPIC, broker, i] for broker in ("broker-a", "broker-b") for i in range(8)]
+    run = Run()
+    run.batch([route(TOPIC, brokers={"broker-a": 8, "broker-b": 8}),
+               *(hb(f"10.0.0.{i}@pop", [TOPIC], owned=every, shared=True) for i in range(3))])
+    assert kinds(run) == {}
+    assert run.metrics.share_readers == {TOPIC: 3}
+    assert run.metrics.double_assigned == {TOPIC: 0}

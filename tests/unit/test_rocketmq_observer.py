@@ -14,8 +14,8 @@ from producers.rocketmq.admin import (
     SubscriptionGroup,
     TopicRoute,
 )
-from producers.rocketmq.frames import CONSUMER_NOT_ONLINE, TOPIC_NOT_EXIST
 from producers.rocketmq.bridge import AssumedStrategies
+from producers.rocketmq.frames import CONSUMER_NOT_ONLINE, TOPIC_NOT_EXIST
 from producers.rocketmq.observer import ObserverOptions, RocketMQObserver
 from producers.rocketmq.remoting import RemotingTimeout
 from streaming.core.state.events import Invalid, parse_event
@@ -41,6 +41,7 @@ class FakeAdmin:
         self.consume_type = "CONSUME_PASSIVELY"
         self.language = {}                       # client_id -> LanguageCode (default JAVA)
         self.client_rebalance = {}               # client_id -> "false" (5.x server rebalance)
+        self.popping = {}                        # client_id -> its mqPopTable queues
 
     def _broker(self, address):
         name = next(n for n, a in self.brokers.items() if a == address)
@@ -69,7 +70,9 @@ class FakeAdmin:
         owned = tuple(self.holds.get(client_id, ()))
         props = {"allocateMessageQueueStrategy": self.strategy.get(client_id, AVG),
                  "clientRebalance": self.client_rebalance.get(client_id, "")}
-        return RunningInfo(owned, self.topics, {k: v for k, v in props.items() if v})
+        popping = tuple(self.popping.get(client_id, ()))
+        return RunningInfo(owned, self.topics, {k: v for k, v in props.items() if v},
+                           tuple(sorted({t for t, _, _ in popping})), popping)
 
     def topic_route(self, topic):
         if topic not in self.routes:
@@ -254,6 +257,16 @@ def test_pop_consumers_are_shared_and_never_a_conflict():
     admin.consume_type = "CONSUME_POP"
     (beat,) = of_type(observer(admin)[0].poll(), "heartbeat")
     assert beat["shared"] is True and beat["shared_reason"] == "pop"
+
+
+def test_a_pop_reader_of_a_whole_broker_reads_each_of_its_queues_and_is_shared():
+    admin = FakeAdmin()
+    admin.members = {("broker-a", "g"): [("c1", "h:1")]}
+    admin.popping = {"c1": [("T", "broker-a", -1), ("T", "broker-b", 2)]}
+    (beat,) = of_type(observer(admin)[0].poll(), "heartbeat")
+    assert beat["shared"] is True and beat["shared_reason"] == "pop"
+    assert beat["owned"] == [["T", "broker-a", q] for q in range(4)] + [["T", "broker-b", 2]]
+    assert not isinstance(parse_event(json.dumps(beat)), Invalid)
 
 
 def test_a_client_the_broker_allocates_for_is_checked_like_any_other():
