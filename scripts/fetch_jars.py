@@ -2,7 +2,7 @@
 where), once: a set already complete is left alone.
 
     python scripts/fetch_jars.py                 # every set: the Kafka broker, Spark's Kafka
-                                                 # source, RocketMQ 5
+                                                 # source, RocketMQ 5 and its gRPC client
     python scripts/fetch_jars.py spark-kafka     # only one set
 
 Each set is a pom in scripts/jars/ resolved by `mvn dependency:copy-dependencies` into a
@@ -60,6 +60,10 @@ SETS = {
     "rocketmq-5": lambda: fetch(
         "rocketmq-5", jars.rocketmq5_dir(), ROOT / "scripts/jars/rocketmq-5/pom.xml",
         {"rocketmq.version": jars.ROCKETMQ5_VERSION}),
+    "rocketmq-grpc-client": lambda: fetch(
+        "rocketmq-grpc-client", jars.rocketmq_grpc_client_dir(),
+        ROOT / "scripts/jars/rocketmq-grpc-client/pom.xml",
+        {"client.version": jars.ROCKETMQ_GRPC_CLIENT_VERSION}),
 }
 
 

@@ -4,6 +4,7 @@ Maven Central with the pinned poms in scripts/jars/.
     kafka_broker_jars()      -> the Apache Kafka broker's classpath (tests, the demo)
     spark_kafka_jars()       -> Spark's Kafka source for exactly the installed pyspark version
     rocketmq5_jars()         -> Apache RocketMQ 5 (servers, admin tool, client: the tests' 5.x kit)
+    rocketmq_grpc_client_jars() -> RocketMQ's gRPC client (the tests' consumers through a proxy)
 
 Both return None while the jars are not fetched. The cache is $REBALANCE_MONITOR_JARS, else
 ~/.cache/rebalance-monitor/jars; each set sits in a folder of its own, named with its version,
@@ -18,6 +19,7 @@ from pathlib import Path
 
 KAFKA_VERSION = "4.3.1"
 ROCKETMQ5_VERSION = "5.3.3"
+ROCKETMQ_GRPC_CLIENT_VERSION = "5.0.7"
 CACHE_VARIABLE = "REBALANCE_MONITOR_JARS"
 COMPLETE = "COMPLETE"
 # What spark-sql-kafka needs beyond the jars pyspark ships (lz4, snappy, zstd and slf4j are
@@ -47,6 +49,10 @@ def rocketmq5_dir() -> Path:
     return cache_root() / f"rocketmq-{ROCKETMQ5_VERSION}"
 
 
+def rocketmq_grpc_client_dir() -> Path:
+    return cache_root() / f"rocketmq-client-java-{ROCKETMQ_GRPC_CLIENT_VERSION}"
+
+
 def _complete_jars(folder: Path) -> list[Path] | None:
     if not (folder / COMPLETE).is_file():
         return None
@@ -59,6 +65,10 @@ def kafka_broker_jars() -> list[Path] | None:
 
 def rocketmq5_jars() -> list[Path] | None:
     return _complete_jars(rocketmq5_dir())
+
+
+def rocketmq_grpc_client_jars() -> list[Path] | None:
+    return _complete_jars(rocketmq_grpc_client_dir())
 
 
 def spark_kafka_jars(spark_version: str | None = None) -> list[Path] | None:

@@ -50,6 +50,7 @@ class Listing:
     message_model: str = "CLUSTERING"
     consume_type: str = "CONSUME_PASSIVELY"
     language: str = "JAVA"           # the client's SDK (LanguageCode: JAVA, GO, CPP, ...)
+    via_proxy: bool = False          # listed by a 5.x proxy: a gRPC client, which no broker lists
 
 
 @dataclass(frozen=True)
@@ -146,6 +147,8 @@ def heartbeat(member: Member, result: PollResult, assumed: AssumedStrategies) ->
              "strategy": strategy, "address": member.address,
              "broker": member.broker, "message_model": listing.message_model,
              "sdk": listing.language.lower()}
+    if listing.via_proxy:
+        return _grpc_heartbeat(event)
     if params:
         event["strategy_params"] = params
     if reported is None:
@@ -168,6 +171,15 @@ def heartbeat(member: Member, result: PollResult, assumed: AssumedStrategies) ->
     elif member.rank > 0:
         event["owned_unknown"] = True
     return event
+
+
+def _grpc_heartbeat(event: dict) -> dict:
+    """A gRPC client (rocketmq-clients 5.x) through a proxy: the proxy pops messages for it from
+    every queue, so it owns none; what it reads is not asked (the proxy answers running info
+    with "not supported"). Not a broker's listing either: brokers do not list it."""
+    del event["broker"], event["strategy"]
+    return {**event, "strategy": "AVG", "strategy_assumed": True, "shared": True,
+            "shared_reason": "grpc_proxy", "owned_unknown": True}
 
 
 def route_events(result: PollResult, members: Iterable[Member]) -> list[dict]:

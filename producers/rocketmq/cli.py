@@ -48,6 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         required=namesrv is None,
         help="NameServer address(es), HOST[:PORT][;HOST[:PORT]], port 9876 unless given (env "
              "REBALANCE_MONITOR_NAMESRV, else NAMESRV_ADDR or ROCKETMQ_NAMESRV)")
+    add("--proxy", type=values.host_ports(default_port=8080, separators=";"), default=None,
+        help="RocketMQ 5 proxies' remoting address(es), HOST[:PORT][;...], port 8080 unless "
+             "given: they list the gRPC clients, which no broker lists (docs/rocketmq.md)")
     add("--bootstrap-servers", type=values.not_empty,
         default=values.from_env("BOOTSTRAP_SERVERS", "KAFKA_BOOTSTRAP_SERVERS"),
         help="Kafka of the events topic (env REBALANCE_MONITOR_BOOTSTRAP_SERVERS, else "
@@ -153,7 +156,8 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _options(args: argparse.Namespace) -> ObserverOptions:
-    return ObserverOptions(include=args.include, exclude=args.exclude,
+    proxies = tuple(a.strip() for a in (args.proxy or "").split(";") if a.strip())
+    return ObserverOptions(include=args.include, exclude=args.exclude, proxies=proxies,
                            exclude_system_groups=not args.include_system_groups,
                            strategies=AssumedStrategies(args.default_strategy,
                                                         dict(args.sdk_strategy),

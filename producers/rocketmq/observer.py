@@ -49,12 +49,21 @@ SYSTEM_GROUPS = re.compile(
 CALL_ERRORS = (RemotingError, AdminError, MalformedBody)
 
 
+# RemotingSendRequestException's text, as a broker relays it (RocketMQ 5.x quotes the channel).
+DEAD_CONNECTION = re.compile(r"send request to <[^>]*?/(?P<address>[^/>]+:\d+)> failed")
+
+
+def proxy_name(address: str) -> str:
+    return f"proxy@{address}"
+
+
 @dataclass(frozen=True)
 class ObserverOptions:
     include: re.Pattern | None = None
     exclude: re.Pattern | None = None
     exclude_system_groups: bool = True
     strategies: AssumedStrategies = AssumedStrategies()
+    proxies: tuple[str, ...] = ()        # 5.x proxies' remoting addresses: they list gRPC clients
     running_info_budget: int = 50        # clients asked per poll at most
     running_info_refresh_s: float = 120.0
     # After a membership change, clients rebalance at once and again within 20 s
@@ -103,6 +112,7 @@ class RocketMQObserver:
         self._signatures: dict[str, frozenset] = {}
         self._changed_at: dict[str, float] = {}
         self._routes_seen: dict[str, dict[str, int] | None] = {}
+        self._dead_connections: set[tuple[str, str, str, str]] = set()
         self._route_changed_at: dict[str, float] = {}
         self._route_changed_ms: dict[str, int] = {}
         self._present: dict[tuple[str, str, str], set[str]] = {}
@@ -132,7 +142,7 @@ class RocketMQObserver:
                                                                 for m in members})
         events = [heartbeat(m, result, self._options.strategies) for m in members]
         events = [e for e in events if self._due(("member", e["group"], e["client_id"],
-                                                    e["address"], e["broker"]), e, now)]
+                                                    e["address"], e.get("broker")), e, now)]
         events += [e for e in route_events(result, members)
                    if self._due(("route", e["topic"]), e, now)]
         return events + unregisters(self._gone(members, listed), ts_ms)
@@ -177,10 +187,11 @@ class RocketMQObserver:
         return groups
 
     def _listings(self, masters, groups) -> tuple[list[Listing], set[tuple[str, str]]]:
+        sources = {**masters, **{proxy_name(a): a for a in self._options.proxies}}
         jobs = {(broker, group): self._pool.submit(
                     self._call, "consumer_connections", broker, self._admin.consumer_connections,
                     address, group, tolerate=(CONSUMER_NOT_ONLINE,))
-                for broker, address in masters.items() for group in sorted(groups)}
+                for broker, address in sources.items() for group in sorted(groups)}
         listings, listed = [], set()
         for (broker, group), job in jobs.items():
             answer = job.result()
@@ -190,9 +201,16 @@ class RocketMQObserver:
             if isinstance(answer, AdminError):
                 continue  # not online on this broker
             listings += [Listing(group, broker, c.client_id, c.client_addr, answer.topics,
-                                 answer.message_model, answer.consume_type, c.language)
+                                 answer.message_model, answer.consume_type, c.language,
+                                 broker not in masters)
                          for c in answer.connections]
-        return listings, listed
+        return self._live(listings), listed
+
+    def _live(self, listings: list[Listing]) -> list[Listing]:
+        """Leave out connections a broker failed to reach; forget those it no longer lists."""
+        keys = {(x.broker, x.group, x.client_id, x.client_addr): x for x in listings}
+        self._dead_connections &= set(keys)
+        return [x for key, x in keys.items() if key not in self._dead_connections]
 
     def _pop(self, masters) -> set[tuple[str, str]]:
         pairs: set[tuple[str, str]] = set()
@@ -206,12 +224,13 @@ class RocketMQObserver:
         self._asked = {key: asked for key, asked in self._asked.items() if key in present}
         via = {}
         for member in sorted(members, key=lambda m: m.broker):
-            via.setdefault((member.group, member.client_id), member.broker)
+            if not member.listing.via_proxy:   # a proxy answers running info "not supported"
+                via.setdefault((member.group, member.client_id), member.broker)
         chosen = sorted(via, key=lambda key: self._need(key, now))[:self._options.running_info_budget]
         chosen = [key for key in chosen if self._need(key, now)[0] < 3]
         asked_ms = self._wall_ms()
-        jobs = {key: self._pool.submit(self._call, "running_info", via[key],
-                                       self._admin.running_info, masters[via[key]], *key)
+        jobs = {key: self._pool.submit(self._call, "running_info", via[key], self._running_info,
+                                       via[key], masters[via[key]], *key)
                 for key in chosen if via[key] in masters}
         for (group, client_id), job in jobs.items():
             info = job.result()
@@ -222,6 +241,18 @@ class RocketMQObserver:
                     self._signatures.get(group, frozenset()),
                     asked_ms)
         return {key: asked.holdings for key, asked in self._asked.items()}
+
+    def _running_info(self, broker: str, address: str, group: str, client_id: str):
+        """The client's running info. A broker that could not reach the connection it forwarded
+        to names it ("send request to <addr> failed"): a dead connection it still lists (5.x,
+        after a pause, for up to its 120 s channel expiry). That listing is left out from now on."""
+        try:
+            return self._admin.running_info(address, group, client_id)
+        except AdminError as error:
+            dead = DEAD_CONNECTION.search(error.remark or "")
+            if dead:
+                self._dead_connections.add((broker, group, client_id, dead["address"]))
+            raise
 
     def _need(self, key: tuple[str, str], now: float) -> tuple[int, float]:
         """(priority, age): 0 never asked, 1 its group's membership changed since (or is

@@ -185,7 +185,8 @@ def _skew(route, active, loads) -> tuple[float, list[Finding]]:
 
 def _pop_readers(state: GroupState, route, claims) -> dict[str, int]:
     """A RocketMQ group's shared (POP) readers: per topic, the most reading one queue."""
-    popping = [m for m in state.live_members() if m.shared and m.model == "CLUSTERING"]
+    popping = [m for m in state.live_members()
+               if m.shared and m.model == "CLUSTERING" and m.owned is not None]
     if state.system != "rocketmq" or not popping:
         return {}
     topics = {t: route[t] for t in sorted({t for m in popping for t in m.topics}) if t in route}

@@ -91,8 +91,14 @@ class RocketMQKit:
                           "run `make jars` (or python scripts/fetch_jars.py rocketmq-5)")
         programs = compile_java(sorted((KIT5_ROOT / "programs").glob("*.java")), found,
                                 "rocketmq5-kit-programs", f"rocketmq-{jars.ROCKETMQ5_VERSION}")
-        return cls(KIT5_ROOT, jars.ROCKETMQ5_VERSION,
-                   {"RMQ5_JARS": str(jars.rocketmq5_dir()), "RMQ5_PROGRAMS": str(programs)}), ""
+        env = {"RMQ5_JARS": str(jars.rocketmq5_dir()), "RMQ5_PROGRAMS": str(programs)}
+        grpc = jars.rocketmq_grpc_client_jars()
+        if grpc:
+            env["RMQ5_GRPC_JARS"] = str(jars.rocketmq_grpc_client_dir())
+            env["RMQ5_GRPC_PROGRAMS"] = str(compile_java(
+                sorted((KIT5_ROOT / "programs-grpc").glob("*.java")), grpc,
+                "rocketmq5-kit-grpc-programs", f"client-java-{jars.ROCKETMQ_GRPC_CLIENT_VERSION}"))
+        return cls(KIT5_ROOT, jars.ROCKETMQ5_VERSION, env), ""
 
     def script(self, name: str) -> Path:
         return self.root / "bin" / name
@@ -245,12 +251,12 @@ class ServerProcess:
     def output(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
-    def wait_booted(self, timeout: float) -> None:
-        """Until "boot success"; AssertionError with the output tail if it exits or takes longer.
-        (A NameServer whose port is taken prints a BindException and exits.)"""
+    def wait_booted(self, timeout: float, ready: str = BOOT_SUCCESS) -> None:
+        """Until `ready` is printed; AssertionError with the output tail if it exits or takes
+        longer. (A NameServer whose port is taken prints a BindException and exits.)"""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if BOOT_SUCCESS in self.output():
+            if ready in self.output():
                 return
             if self.process.poll() is not None:
                 raise AssertionError(f"bin/{self.script} ({self.run_dir}) exited with "
@@ -294,6 +300,7 @@ class RocketMQCluster:
         self._namesrv_port = 0
         self._brokers: dict[str, ServerProcess] = {}
         self._broker_ports: dict[str, int] = {}
+        self._extra: list[ServerProcess] = []     # proxies
         self._runs = 0
 
     @property
@@ -306,6 +313,17 @@ class RocketMQCluster:
 
     def broker_pid(self, name: str) -> int:
         return self._brokers[name].pid
+
+    def start_proxy(self) -> tuple[str, str]:
+        """A 5.x proxy in cluster mode: ("127.0.0.1:remoting port", "127.0.0.1:gRPC port").
+        Stopped with the cluster."""
+        port = free_port_with_neighbours((0, 1), {self._namesrv_port, *self._broker_ports.values()})
+        proxy = ServerProcess(self.kit, "proxy", self.workdir / "proxy", {
+            "NAMESRV_ADDR": self.namesrv, "CLUSTER_NAME": self.CLUSTER_NAME,
+            "PROXY_GRPC_PORT": str(port), "PROXY_REMOTING_PORT": str(port + 1)}).start()
+        self._extra.append(proxy)
+        proxy.wait_booted(self.boot_timeout, "rocketmq-proxy startup successfully")
+        return f"{LOOPBACK}:{port + 1}", f"{LOOPBACK}:{port}"
 
     def kill_broker(self, name: str) -> None:
         """SIGKILL: the broker is gone at once, its connections reset; the NameServer drops it
@@ -385,7 +403,8 @@ class RocketMQCluster:
         raise AssertionError("unreachable")
 
     def stop(self) -> None:
-        servers = [*self._brokers.values(), *([self._namesrv] if self._namesrv else [])]
+        servers = [*self._extra, *self._brokers.values(),
+                   *([self._namesrv] if self._namesrv else [])]
         stop_process_groups([s.process for s in servers if s.process], self.stop_timeout)
 
     def mqadmin(self, *args: str, timeout: float = 60.0) -> str:

@@ -11,6 +11,8 @@ Without the kit every test here skips, saying so.
 from __future__ import annotations
 
 import contextlib
+import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -259,6 +261,62 @@ def test_pop_consumers_share_queues_by_design_and_their_readers_per_queue_are_sh
         assert group_value(scrape, "rebalance_group_members", group) == 3
         assert group_value(scrape, "rebalance_double_assigned_queues", group, topic=topic) == 0
         assert group_value(scrape, "rebalance_orphaned_queues", group, topic=topic) == 0
+
+
+@contextlib.contextmanager
+def grpc_consumers(kit, endpoint: str, group: str, topic: str, kinds, workdir: Path):
+    """Real gRPC consumers (rocketmq-clients' Java PushConsumer / SimpleConsumer) through the
+    proxy at endpoint, each started and printing STARTED before this yields."""
+    from tests.integration.rocketmq_cluster import stop_process_groups
+
+    if "RMQ5_GRPC_JARS" not in kit.env:
+        pytest.fail("no RocketMQ gRPC client jars: run `make jars` "
+                    "(python scripts/fetch_jars.py rocketmq-grpc-client)")
+    logs = [workdir / f"grpc-{kind}-{i}" / "stdout.log" for i, kind in enumerate(kinds)]
+    processes = []
+    try:
+        for kind, log in zip(kinds, logs, strict=True):
+            log.parent.mkdir(parents=True)
+            with open(log, "w") as out:
+                processes.append(kit.spawn("grpc-consumer", [endpoint, group, topic, kind, "600"],
+                                           log.parent, stdout=out, stderr=subprocess.STDOUT))
+        for log, process in zip(logs, processes, strict=True):
+            deadline = time.monotonic() + 60
+            while "STARTED" not in log.read_text():
+                assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+                time.sleep(0.1)
+        yield processes
+    finally:
+        stop_process_groups(processes, 10)
+
+
+def test_grpc_clients_through_a_proxy_are_seen_with_proxy_and_never_owners(
+        rocketmq_kit, rocketmq_cluster_factory, real_consumer, spark, kafka_bootstrap, make_topic,
+        tmp_path):
+    """A 5.x proxy in cluster mode: brokers do not list its gRPC clients ("not online"), the
+    proxy does. With --proxy the bridge reports them as shared readers; the remoting client of
+    the same group still owns every queue, once."""
+    if rocketmq_kit.version.startswith("4."):
+        pytest.skip("the proxy and gRPC clients are 5.x's")
+    cluster = rocketmq_cluster_factory(["broker-a"])
+    proxy, endpoint = cluster.start_proxy()
+    topic, group = fresh("T-grpc"), fresh("g-grpc")
+    cluster.create_topic(topic, queues=4)
+    remoting = real_consumer(cluster.namesrv, group, topic, "r0")
+    remoting.wait_holds(topic, 4)
+    with grpc_consumers(rocketmq_kit, endpoint, group, topic, ["push", "simple"], tmp_path), \
+            watching(cluster.namesrv, group, spark, kafka_bootstrap, make_topic,
+                     tmp_path / "watch", "--proxy", proxy) as (monitor, bridge):
+        scrape = monitor.wait_for(lambda m: group_value(m, "rebalance_group_members", group) == 3)
+        assert group_value(scrape, "rebalance_double_assigned_queues", group, topic=topic) == 0
+        assert group_value(scrape, "rebalance_orphaned_queues", group, topic=topic) == 0
+        assert group_value(scrape, "rebalance_allocation_mismatch_clients", group) == 0
+        assert group_value(scrape, "rebalance_broker_view_divergent", group) == 0
+        assert remoting.holds(topic) == {("broker-a", q) for q in range(4)}
+        own = bridge.wait_for(lambda m: m.value("rebalance_observer_members") == 3,
+                              what="the bridge counting the proxy's clients")
+        assert own.value("rebalance_observer_calls_total", request="running_info",
+                         outcome="code_3") is None   # gRPC clients are not asked
 
 
 def test_a_paused_broker_is_counted_and_waited_out_without_losing_the_members(

@@ -94,3 +94,9 @@ def test_a_cluster_of_two_brokers_and_a_paused_broker(rocketmq_cluster_factory, 
     finally:
         cluster.resume_broker("broker-b")
     assert process_state(cluster.broker_pid("broker-b")) != "T"
+
+
+def test_the_brokers_run_the_version_of_their_kit(rocketmq_kit, rocketmq_cluster):
+    """clusterList prints each broker's own version: the 5.x kit runs the pinned jars."""
+    listed = rocketmq_cluster.mqadmin("clusterList", "-n", rocketmq_cluster.namesrv)
+    assert f"V{rocketmq_kit.version.replace('.', '_')}" in listed, listed

@@ -42,6 +42,9 @@ class FakeAdmin:
         self.language = {}                       # client_id -> LanguageCode (default JAVA)
         self.client_rebalance = {}               # client_id -> "false" (5.x server rebalance)
         self.popping = {}                        # client_id -> its mqPopTable queues
+        self.proxy_addresses = {"p:8080"}
+        self.unreachable = {}                    # client_id -> the dead channel its broker names
+        self.proxied = {}                        # (proxy address, group) -> gRPC clients
 
     def _broker(self, address):
         name = next(n for n, a in self.brokers.items() if a == address)
@@ -57,7 +60,8 @@ class FakeAdmin:
         return {"g": SubscriptionGroup("g"), "TOOLS_CONSUMER": SubscriptionGroup("TOOLS_CONSUMER")}
 
     def consumer_connections(self, address, group):
-        listed = self.members.get((self._broker(address), group))
+        listed = (self.proxied.get((address, group)) if address in self.proxy_addresses
+                  else self.members.get((self._broker(address), group)))
         if not listed:
             raise AdminError(CONSUMER_NOT_ONLINE, "not online")
         return ConsumerConnections(tuple(Connection(c, a, self.language.get(c, "JAVA"), 409)
@@ -67,6 +71,10 @@ class FakeAdmin:
     def running_info(self, address, group, client_id):
         self._broker(address)
         self.running_info_calls.append(client_id)
+        if client_id in self.unreachable:
+            raise AdminError(1, f"invoke consumer <{group}> <{client_id}> Exception: org.apache."
+                                f"rocketmq.remoting.exception.RemotingSendRequestException: send "
+                                f"request to <{self.unreachable[client_id]}> failed, org.apache")
         owned = tuple(self.holds.get(client_id, ()))
         props = {"allocateMessageQueueStrategy": self.strategy.get(client_id, AVG),
                  "clientRebalance": self.client_rebalance.get(client_id, "")}
@@ -267,6 +275,43 @@ def test_a_pop_reader_of_a_whole_broker_reads_each_of_its_queues_and_is_shared()
     assert beat["shared"] is True and beat["shared_reason"] == "pop"
     assert beat["owned"] == [["T", "broker-a", q] for q in range(4)] + [["T", "broker-b", 2]]
     assert not isinstance(parse_event(json.dumps(beat)), Invalid)
+
+
+def test_grpc_clients_a_proxy_lists_are_shared_readers_whose_holdings_are_not_asked():
+    admin = FakeAdmin()
+    admin.members = {("broker-a", "g"): [("java-1", "h:1")]}
+    admin.proxied = {("p:8080", "g"): [("vm@1@0@x", "h:7")]}
+    watcher, _ = observer(admin, proxies=("p:8080",))
+    beats = {e["client_id"]: e for e in of_type(watcher.poll(), "heartbeat")}
+    grpc = beats["vm@1@0@x"]
+    assert (grpc["shared"], grpc["shared_reason"], grpc["owned_unknown"]) == (
+        True, "grpc_proxy", True)
+    assert "broker" not in grpc and "owned" not in grpc and beats["java-1"]["broker"] == "broker-a"
+    assert admin.running_info_calls == ["java-1"]
+    assert not isinstance(parse_event(json.dumps(grpc)), Invalid)
+
+
+def test_a_connection_the_broker_cannot_reach_is_left_out_until_it_is_no_longer_listed():
+    """RocketMQ 5.x after a broker pause: the broker lists a client's dead connection beside its
+    new one, and fails to forward running info to it. Not a second process of that client."""
+    admin = FakeAdmin()
+    admin.members = {("broker-a", "g"): [("c1", "10.0.0.1:2"), ("c1", "10.0.0.1:9")]}
+    admin.unreachable = {"c1": "/10.0.0.1:9"}
+    watcher, clock = observer(admin)
+    assert len(of_type(watcher.poll(), "heartbeat")) == 2        # not known to be dead yet
+    admin.unreachable = {}
+    clock.now += 1
+    events = watcher.poll()
+    assert [(e["type"], e["address"]) for e in events if e["type"] == "unregister"] == [
+        ("unregister", "10.0.0.1#1")]
+    assert watcher.members_seen == 1
+    admin.members = {("broker-a", "g"): [("c1", "10.0.0.1:2")]}   # expired by the broker
+    clock.now += 1
+    watcher.poll()
+    admin.members = {("broker-a", "g"): [("c1", "10.0.0.1:2"), ("c1", "10.0.0.1:9")]}
+    clock.now += 1
+    watcher.poll()
+    assert watcher.members_seen == 2                    # forgotten once unlisted: a new one counts
 
 
 def test_a_client_the_broker_allocates_for_is_checked_like_any_other():
