@@ -37,6 +37,7 @@ from producers.rocketmq.bridge import (
     route_events,
     unregisters,
 )
+from producers.rocketmq.connections import ConnectionLiveness
 from producers.rocketmq.frames import CONSUMER_NOT_ONLINE, TOPIC_NOT_EXIST
 from producers.rocketmq.remoting import RemotingError
 
@@ -112,7 +113,7 @@ class RocketMQObserver:
         self._signatures: dict[str, frozenset] = {}
         self._changed_at: dict[str, float] = {}
         self._routes_seen: dict[str, dict[str, int] | None] = {}
-        self._dead_connections: set[tuple[str, str, str, str]] = set()
+        self._connections = ConnectionLiveness()
         self._route_changed_at: dict[str, float] = {}
         self._route_changed_ms: dict[str, int] = {}
         self._present: dict[tuple[str, str, str], set[str]] = {}
@@ -192,10 +193,11 @@ class RocketMQObserver:
                     self._call, "consumer_connections", broker, self._admin.consumer_connections,
                     address, group, tolerate=(CONSUMER_NOT_ONLINE,))
                 for broker, address in sources.items() for group in sorted(groups)}
-        listings, listed = [], set()
+        listings, listed, failed = [], set(), set()
         for (broker, group), job in jobs.items():
             answer = job.result()
             if answer is None:
+                failed.add(broker)
                 continue  # no answer: what this broker holds of the group is unknown
             listed.add((broker, group))
             if isinstance(answer, AdminError):
@@ -204,13 +206,9 @@ class RocketMQObserver:
                                  answer.message_model, answer.consume_type, c.language,
                                  broker not in masters)
                          for c in answer.connections]
-        return self._live(listings), listed
-
-    def _live(self, listings: list[Listing]) -> list[Listing]:
-        """Leave out connections a broker failed to reach; forget those it no longer lists."""
-        keys = {(x.broker, x.group, x.client_id, x.client_addr): x for x in listings}
-        self._dead_connections &= set(keys)
-        return [x for key, x in keys.items() if key not in self._dead_connections]
+        now = self._clock()
+        self._connections.answered({broker for broker, _ in jobs}, failed, now)
+        return self._connections.live(listings, now), listed
 
     def _pop(self, masters) -> set[tuple[str, str]]:
         pairs: set[tuple[str, str]] = set()
@@ -244,14 +242,13 @@ class RocketMQObserver:
 
     def _running_info(self, broker: str, address: str, group: str, client_id: str):
         """The client's running info. A broker that could not reach the connection it forwarded
-        to names it ("send request to <addr> failed"): a dead connection it still lists (5.x,
-        after a pause, for up to its 120 s channel expiry). That listing is left out from now on."""
+        to names it ("send request to <addr> failed"): that listing is left out from now on."""
         try:
             return self._admin.running_info(address, group, client_id)
         except AdminError as error:
             dead = DEAD_CONNECTION.search(error.remark or "")
             if dead:
-                self._dead_connections.add((broker, group, client_id, dead["address"]))
+                self._connections.unreachable(broker, group, client_id, dead["address"])
             raise
 
     def _need(self, key: tuple[str, str], now: float) -> tuple[int, float]:

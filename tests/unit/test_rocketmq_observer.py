@@ -314,6 +314,41 @@ def test_a_connection_the_broker_cannot_reach_is_left_out_until_it_is_no_longer_
     assert watcher.members_seen == 2                    # forgotten once unlisted: a new one counts
 
 
+def test_after_a_broker_stalled_a_clients_old_connection_beside_its_new_one_is_not_a_process():
+    """RocketMQ 5.x after a pause: the client reconnected, the broker lists both connections
+    until its 120 s channel expiry. Only the connection opened after the broker came back
+    counts; past the expiry a connection still listed counts again."""
+    admin = FakeAdmin()
+    admin.brokers = {"broker-a": "a:10911"}
+    admin.members = {("broker-a", "g"): [("c1", "10.0.0.1:2")]}
+    watcher, clock = observer(admin)
+    watcher.poll()
+    admin.down = {"broker-a"}
+    clock.now += 5
+    watcher.poll()
+    admin.down = set()
+    clock.now += 5
+    watcher.poll()                                                  # the broker is back
+    admin.members = {("broker-a", "g"): [("c1", "10.0.0.1:2"), ("c1", "10.0.0.1:9")]}
+    clock.now += 5
+    watcher.poll()
+    assert watcher.members_seen == 1
+    clock.now += 130
+    watcher.poll()
+    assert watcher.members_seen == 2
+
+
+def test_two_processes_sharing_a_client_id_are_two_members_when_no_broker_stalled():
+    admin = FakeAdmin()
+    admin.members = {("broker-a", "g"): [("c1", "10.0.0.1:2")]}
+    watcher, clock = observer(admin)
+    watcher.poll()
+    admin.members = {("broker-a", "g"): [("c1", "10.0.0.1:2"), ("c1", "10.0.0.1:9")]}
+    clock.now += 5
+    watcher.poll()
+    assert watcher.members_seen == 2
+
+
 def test_a_client_the_broker_allocates_for_is_checked_like_any_other():
     admin = FakeAdmin()
     admin.members = {("broker-a", "g"): [("c1", "h:1")]}
