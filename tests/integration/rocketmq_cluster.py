@@ -31,7 +31,6 @@ own, so SIGTERM runs none of the client's shutdown):
 
 from __future__ import annotations
 
-import hashlib
 import os
 import random
 import re
@@ -39,7 +38,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -48,7 +46,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from streaming import jars
-from tests.integration.java_programs import compile_java
+from tests.integration.java_programs import build_once, compile_java
 
 KIT_ENV = "ROCKETMQ_KIT"
 LOOPBACK = "127.0.0.1"
@@ -658,37 +656,23 @@ class GoUnavailable(RuntimeError):
 
 def build_go_consumer(timeout: float = 600.0) -> Path:
     """The go_consumer binary (tests/integration/go_consumer: rocketmq-client-go at the version
-    its go.mod pins), built once per source into a folder under the jar cache named by the hash
-    of main.go, go.mod and go.sum, whichever process gets there first. The first build fetches
-    the modules go.sum lists through the Go module proxy (Go's own GOMODCACHE and GOCACHE)."""
-    digest = hashlib.sha256(b"".join((GO_CONSUMER / name).read_bytes()
-                                     for name in ("main.go", "go.mod", "go.sum")))
-    target = jars.cache_root() / "probes" / f"go_consumer-{digest.hexdigest()[:16]}"
-    binary = target / "go_consumer"
-    if (target / "COMPLETE").is_file():
-        return binary
+    its go.mod pins), built once per main.go, go.mod and go.sum. The first build fetches the
+    modules go.sum lists through the Go module proxy (Go's own GOMODCACHE and GOCACHE)."""
     go = shutil.which("go")
     if go is None:
         raise GoUnavailable(f"`go` is not on PATH: a Go toolchain (https://go.dev/dl/) is needed "
                             f"to build {GO_CONSUMER}")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    try:
+
+    def go_build(folder: Path) -> None:
         # -buildvcs=false: the module sits inside the project's git checkout.
-        done = subprocess.run([go, "build", "-buildvcs=false", "-o", str(scratch / binary.name),
+        done = subprocess.run([go, "build", "-buildvcs=false", "-o", str(folder / "go_consumer"),
                                "."], cwd=GO_CONSUMER, capture_output=True, text=True,
                               timeout=timeout)
         if done.returncode != 0:
             raise GoUnavailable(f"go build in {GO_CONSUMER} failed:\n{done.stdout}{done.stderr}")
-        (scratch / "COMPLETE").write_text("")
-        try:
-            scratch.rename(target)  # atomic: a folder there is complete
-        except OSError:
-            if not (target / "COMPLETE").is_file():
-                raise
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    return binary
+
+    inputs = b"".join((GO_CONSUMER / name).read_bytes() for name in ("main.go", "go.mod", "go.sum"))
+    return build_once("go_consumer", inputs, go_build) / "go_consumer"
 
 
 class GoConsumer(RealConsumer):

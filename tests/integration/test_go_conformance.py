@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from streaming.core.allocation import AllocationError, allocate, allocate_group
 from streaming.core.allocation.rocketmq_go import sort_client_ids_go, sort_queues_go
+from tests.unit.conformance_vectors import expected, group_outcome, per_client_outcome
 
 pytestmark = pytest.mark.integration
 
@@ -58,27 +58,6 @@ def go_allocate(tmp_path_factory) -> Path:
     return binary
 
 
-def _queues(case: dict) -> list[tuple[str, str, int]]:
-    return [(q["topic"], q["broker"], q["queue_id"]) for q in case["queues"]]
-
-
-def _expected(case: dict) -> dict:
-    return {cid: None if share is None else [tuple(q) for q in share]
-            for cid, share in case["results"].items()}
-
-
-def _per_client(case: dict) -> tuple[dict, dict]:
-    queues_sorted, cids_sorted = sort_queues_go(_queues(case)), sort_client_ids_go(case["clients"])
-    results, errors = {}, {}
-    for cid in case["results"]:
-        try:
-            results[cid] = allocate(case["strategy"], case["params"], cid, queues_sorted,
-                                    cids_sorted)
-        except AllocationError as error:
-            results[cid], errors[cid] = None, str(error)
-    return results, errors
-
-
 def test_python_port_matches_the_go_client_on_fresh_cases(go_allocate):
     seed = _seed()
     cases = _make_cases_module().make_cases(seed, CASES)
@@ -90,13 +69,12 @@ def test_python_port_matches_the_go_client_on_fresh_cases(go_allocate):
     assert [o["id"] for o in outputs] == [c["id"] for c in cases], f"seed {seed}"
     mismatches = []
     for case in outputs:
-        expected = (_expected(case), case.get("errors", {}))
-        group = allocate_group(case["strategy"], case["params"], _queues(case), case["clients"],
-                               for_clients=list(case["results"]))
-        for path, got in (("allocate_group", (group.results, group.errors)),
-                          ("allocate", _per_client(case))):
-            if got != expected:
-                mismatches.append(f"{case['id']} ({case['strategy']}, {path}): Go {expected}, "
+        go = expected(case)
+        for path, got in (("allocate_group", group_outcome(case)),
+                          ("allocate", per_client_outcome(case, sort_queues_go,
+                                                          sort_client_ids_go))):
+            if got != go:
+                mismatches.append(f"{case['id']} ({case['strategy']}, {path}): Go {go}, "
                                   f"Python {got}")
     assert not mismatches, (f"seed {seed} (GO_CONFORMANCE_SEED={seed} repeats it): "
                             f"{len(mismatches)} mismatches; first: {mismatches[:3]}")

@@ -11,30 +11,23 @@ import doctest
 import pytest
 
 from streaming.core.allocation import (
-    AllocationError,
     InvalidAllocationInput,
-    allocate,
     allocate_group,
     rocketmq_go,
 )
 from streaming.core.allocation.rocketmq_go import sort_client_ids_go, sort_queues_go
-from tests.unit.conformance_vectors import load_cases
+from tests.unit.conformance_vectors import (
+    case_queues,
+    expected,
+    group_outcome,
+    load_cases,
+    per_client_outcome,
+)
 
 pytestmark = pytest.mark.unit
 
 
 CASES = load_cases("rocketmq_go_allocate.jsonl")
-
-
-def _queues(case: dict) -> list[tuple[str, str, int]]:
-    return [(q["topic"], q["broker"], q["queue_id"]) for q in case["queues"]]
-
-
-def _expected(case: dict) -> dict[str, list[tuple[str, str, int]] | None]:
-    return {
-        cid: None if share is None else [tuple(q) for q in share]
-        for cid, share in case["results"].items()
-    }
 
 
 def test_the_file_has_every_case_the_readme_lists():
@@ -48,25 +41,12 @@ def test_the_file_has_every_case_the_readme_lists():
 
 @pytest.mark.parametrize("case", CASES, ids=[case["id"] for case in CASES])
 def test_allocate_group_matches_go(case):
-    group = allocate_group(case["strategy"], case["params"], _queues(case), case["clients"],
-                           for_clients=list(case["results"]))
-    assert group.results == _expected(case)
-    assert group.errors == case.get("errors", {})
+    assert group_outcome(case) == expected(case)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case["id"] for case in CASES])
 def test_per_client_allocate_matches_go(case):
-    queues_sorted = sort_queues_go(_queues(case))
-    cids_sorted = sort_client_ids_go(case["clients"])
-    results, errors = {}, {}
-    for cid in case["results"]:
-        try:
-            results[cid] = allocate(case["strategy"], case["params"], cid, queues_sorted,
-                                    cids_sorted)
-        except AllocationError as error:
-            results[cid], errors[cid] = None, str(error)
-    assert results == _expected(case)
-    assert errors == case.get("errors", {})
+    assert per_client_outcome(case, sort_queues_go, sort_client_ids_go) == expected(case)
 
 
 def test_go_consistent_hash_is_not_javas():
@@ -75,9 +55,9 @@ def test_go_consistent_hash_is_not_javas():
     for case in CASES:
         if case["strategy"] != "GO_CONSISTENT_HASH" or case.get("errors"):
             continue
-        java = allocate_group("CONSISTENT_HASH", case["params"], _queues(case), case["clients"],
+        java = allocate_group("CONSISTENT_HASH", case["params"], case_queues(case), case["clients"],
                               for_clients=list(case["results"]))
-        differing += java.results != _expected(case)
+        differing += java.results != expected(case)[0]
     assert differing > 0
 
 
