@@ -323,7 +323,8 @@ def test_grpc_clients_through_a_proxy_are_seen_with_proxy_and_never_owners(
 
 
 def test_a_paused_broker_is_counted_and_waited_out_without_losing_the_members(
-        rocketmq_cluster_factory, real_consumer, spark, kafka_bootstrap, make_topic, tmp_path):
+        rocketmq_kit, rocketmq_cluster_factory, real_consumer, spark, kafka_bootstrap, make_topic,
+        tmp_path):
     cluster = rocketmq_cluster_factory(["broker-a"])
     topic, group = fresh("T-pause"), fresh("g-pause")
     cluster.create_topic(topic, queues=4)
@@ -354,8 +355,11 @@ def test_a_paused_broker_is_counted_and_waited_out_without_losing_the_members(
             timeout=60, what="connection listings answered again after the pause")
         assert bridge.running
         # The clients' requests timed out during the pause and they closed those connections:
-        # the broker lists them again from their next heartbeat (within 30 s).
-        bridge.wait_for(lambda m: m.value("rebalance_observer_members") == 2, timeout=60,
+        # the broker lists them again from their next heartbeat (within 30 s). A 5.x broker may
+        # also go on listing an old connection until its channel expiry (120 s, scanned every
+        # 10 s), where the bridge cannot always tell it from a second process (docs/rocketmq.md).
+        expiry = 60 if rocketmq_kit.version.startswith("4.") else 180
+        bridge.wait_for(lambda m: m.value("rebalance_observer_members") == 2, timeout=expiry,
                         what="both clients listed again")
         scrape = monitor.wait_for(lambda m: group_value(m, "rebalance_group_members", group) == 2
                                   and group_value(m, "rebalance_orphaned_queues", group,
