@@ -1,7 +1,7 @@
 """Route changes with real consumers of three strategies, on RocketMQ 4.9.8 and 5.3.3: a topic
 scaled out on one broker, then a broker lost to SIGKILL. The real clients move within about a
 minute (they learn routes every 30 s and rebalance every 20 s); the monitor must follow them, and
-must never report an orphan or a double that the real holdings did not have shortly before.
+must never report an orphan or a double that the real holdings did not have in the 20 s before.
 
 Ground truth is what each Java consumer prints that it pulls; the monitor's view is its /metrics.
 The delay from the last real client's move to the monitor's agreement is printed (pytest -s):
@@ -22,8 +22,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 STRATEGIES = ("AVG", "AVG_BY_CIRCLE", "CONSISTENT_HASH")
 INTERVAL_S = 2
 # A count the monitor reports must have been in the real holdings within this window: two polls
-# of the bridge plus the job's batch and scrape.
-WINDOW_S = 2 * INTERVAL_S + 6
+# of the bridge, the job's batch and scrape, and room for a loaded 2-core machine.
+WINDOW_S = 2 * INTERVAL_S + 16
 
 
 class Truth:
@@ -52,7 +52,7 @@ class Truth:
         return max(c.holds_changed_at for members in self.consumers.values() for c in members)
 
 
-def follow(monitor, truth: Truth, queues: set, what: str, timeout: float = 240.0) -> float:
+def follow(monitor, truth: Truth, queues: set, what: str, timeout: float = 300.0) -> float:
     """Until the real clients hold every queue once and the monitor agrees with all of them;
     checks on the way that the monitor's doubles and orphans were real. The seconds from the
     last real move to the monitor's agreement."""
