@@ -157,24 +157,12 @@ class RocketMQAdmin:
         body = self._ask(broker, GET_CONSUMER_RUNNING_INFO,
                          {"consumerGroup": group, "clientId": client_id, "jstackEnable": "false"},
                          timeout_s=RUNNING_INFO_TIMEOUT_S)
-        owned = []
-        for queue, state in _mapping(body, "mqTable").items():
-            if not isinstance(queue, Mapping) or not {"topic", "brokerName", "queueId"} <= set(queue):
-                raise MalformedBody("an mqTable key that is not a MessageQueue")
-            if not (isinstance(state, Mapping) and state.get("droped")):
-                owned.append((str(queue["topic"]), str(queue["brokerName"]), int(queue["queueId"])))
-        popping = []
-        for queue, state in _mapping(body, "mqPopTable").items():
-            if not isinstance(queue, Mapping) or not {"topic", "brokerName", "queueId"} <= set(queue):
-                raise MalformedBody("an mqPopTable key that is not a MessageQueue")
-            if not (isinstance(state, Mapping) and state.get("droped")):
-                popping.append((str(queue["topic"]), str(queue["brokerName"]), int(queue["queueId"])))
+        owned, popping = _held(body, "mqTable"), _held(body, "mqPopTable")
         pop_topics = sorted({topic for topic, _, _ in popping})
         topics = sorted({str(s["topic"]) for s in _list(body, "subscriptionSet")
                          if isinstance(s, Mapping) and s.get("topic")})
         properties = {str(k): str(v) for k, v in _mapping(body, "properties").items()}
-        return RunningInfo(tuple(sorted(owned)), tuple(topics), properties, tuple(pop_topics),
-                           tuple(sorted(popping)))
+        return RunningInfo(owned, tuple(topics), properties, tuple(pop_topics), popping)
 
     def topic_route(self, topic: str) -> TopicRoute:
         body = self._ask_namesrv(GET_ROUTEINFO_BY_TOPIC,
@@ -223,6 +211,17 @@ class RocketMQAdmin:
         if not isinstance(body, dict):
             raise MalformedBody(f"a {type(body).__name__} body, not an object")
         return body
+
+
+def _held(body: Mapping, table: str) -> tuple[tuple[str, str, int], ...]:
+    """The queues of a running info's mqTable or mqPopTable whose entry is not marked dropped."""
+    held = []
+    for queue, state in _mapping(body, table).items():
+        if not isinstance(queue, Mapping) or not {"topic", "brokerName", "queueId"} <= set(queue):
+            raise MalformedBody(f"an {table} key that is not a MessageQueue")
+        if not (isinstance(state, Mapping) and state.get("droped")):
+            held.append((str(queue["topic"]), str(queue["brokerName"]), int(queue["queueId"])))
+    return tuple(sorted(held))
 
 
 def _mapping(body: Mapping, name: str) -> Mapping:
