@@ -8,6 +8,7 @@ protocol/header/*, protocol/body/*, MQClientAPIImpl, DefaultMQAdminExtImpl).
     members = admin.consumer_connections(address, group)
     info = admin.running_info(address, group, client_id)
     route = admin.topic_route(topic)
+    queues = admin.query_assignment(address, topic, group, client_id, "AVG")
 
 A non-zero response code raises AdminError(code, remark); transport failures raise the
 remoting module's errors. Bodies are parsed with the fastjson dialect parser.
@@ -15,6 +16,7 @@ remoting module's errors. Bodies are parsed with the fastjson dialect parser.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -27,6 +29,7 @@ GET_BROKER_CLUSTER_INFO = 106
 GET_ALL_SUBSCRIPTIONGROUP_CONFIG = 201
 GET_CONSUMER_CONNECTION_LIST = 203
 GET_CONSUMER_RUNNING_INFO = 307
+QUERY_ASSIGNMENT = 400              # 5.x (clientRebalance=false)
 GET_ALL_MESSAGE_REQUEST_MODE = 402   # 5.x (POP); 4.x answers REQUEST_CODE_NOT_SUPPORTED
 
 MASTER_ID = 0
@@ -188,6 +191,29 @@ class RocketMQAdmin:
                     pairs.add((str(topic), str(group)))
         return pairs
 
+    def query_assignment(self, broker: str, topic: str, group: str, client_id: str,
+                         strategy: str) -> tuple[tuple[str, int], ...] | None:
+        """What this broker assigns the client of the topic, as it answers a clientRebalance=false
+        client (QueryAssignmentProcessor: the strategy over its own client list and its own
+        route). None: it gives no assignment (the topic or group unknown to it, or a strategy
+        it does not run: only AVG and AVG_BY_CIRCLE), and such a client keeps what it had."""
+        request = {"topic": topic, "consumerGroup": group, "clientId": client_id,
+                   "strategyName": strategy, "messageModel": "CLUSTERING"}
+        body = self._ask(broker, QUERY_ASSIGNMENT, {},
+                         body=json.dumps(request, separators=(",", ":")).encode())
+        assignments = body.get("messageQueueAssignments")
+        if assignments is None:
+            return None
+        if not isinstance(assignments, list):
+            raise MalformedBody("messageQueueAssignments is not a list")
+        queues = set()
+        for item in assignments:
+            queue = item.get("messageQueue") if isinstance(item, Mapping) else None
+            if not isinstance(queue, Mapping) or not {"brokerName", "queueId"} <= set(queue):
+                raise MalformedBody("an assignment without a MessageQueue")
+            queues.add((str(queue["brokerName"]), int(queue["queueId"])))
+        return tuple(sorted(queues))
+
     def _ask_namesrv(self, code: int, fields: dict) -> dict:
         """The first NameServer that answers (they hold the same routes)."""
         failure: Exception | None = None
@@ -198,8 +224,10 @@ class RocketMQAdmin:
                 failure = exc
         raise failure
 
-    def _ask(self, address: str, code: int, fields: dict, timeout_s: float | None = None) -> dict:
-        response = self._client.call(address, code, fields, timeout_s=timeout_s or self._timeout_s)
+    def _ask(self, address: str, code: int, fields: dict, timeout_s: float | None = None,
+             body: bytes = b"") -> dict:
+        response = self._client.call(address, code, fields, body,
+                                     timeout_s=timeout_s or self._timeout_s)
         if response.code != SUCCESS:
             raise AdminError(response.code, response.remark)
         if not response.body:

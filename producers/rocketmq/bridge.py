@@ -90,6 +90,9 @@ class Holdings:
     client_rebalance: bool = True
     pop_topics: tuple[str, ...] = ()
     popping: tuple[tuple[str, str, int], ...] = ()   # POP queues; id -1: any of the broker's
+    # clientRebalance=false: broker -> topic -> what it assigns the client (None: nothing, the
+    # client keeps what it had); a broker that did not answer is left out.
+    broker_answers: Mapping[str, Mapping[str, tuple[tuple[str, int], ...] | None]] | None = None
 
 
 @dataclass(frozen=True)
@@ -160,8 +163,14 @@ def heartbeat(member: Member, result: PollResult, assumed: AssumedStrategies) ->
     elif known is not None and not known.client_rebalance:
         # 5.x clientRebalance=false: a broker allocates for the client (QUERY_ASSIGNMENT) with
         # the client's strategy over that broker's client list. The queues stay exclusive, so the
-        # group is checked like any other; brokers whose lists differ show as broker_view_divergent.
+        # group is checked like any other; brokers whose lists differ show as broker_view_divergent,
+        # and the queues their answers give to different clients as broker_split_view.
         event["assigned_by"] = "broker"
+        if known.broker_answers is not None and member.rank == 0:
+            event["broker_assignments"] = {
+                broker: {t: None if q is None else [list(queue) for queue in q]
+                         for t, q in sorted(by_topic.items())}
+                for broker, by_topic in sorted(known.broker_answers.items())}
     if known is not None and member.rank == 0:
         event["owned"] = [list(queue) for queue in
                           sorted({*known.owned, *_popped(known.popping, result.routes)})]

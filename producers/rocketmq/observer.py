@@ -35,6 +35,7 @@ from producers.rocketmq.bridge import (
     heartbeat,
     members_of,
     route_events,
+    strategy_name,
     unregisters,
 )
 from producers.rocketmq.connections import ConnectionLiveness
@@ -230,15 +231,38 @@ class RocketMQObserver:
         jobs = {key: self._pool.submit(self._call, "running_info", via[key], self._running_info,
                                        via[key], masters[via[key]], *key)
                 for key in chosen if via[key] in masters}
-        for (group, client_id), job in jobs.items():
-            info = job.result()
-            if info is not None:
-                self._asked[(group, client_id)] = _Asked(
-                    Holdings(info.owned, info.topics, info.strategy_class, info.client_rebalance,
-                             info.pop_topics, info.popping), now,
-                    self._signatures.get(group, frozenset()),
-                    asked_ms)
+        infos = {key: info for key, job in jobs.items() if (info := job.result()) is not None}
+        answers = self._broker_answers(infos, masters)
+        for (group, client_id), info in infos.items():
+            self._asked[(group, client_id)] = _Asked(
+                Holdings(info.owned, info.topics, info.strategy_class, info.client_rebalance,
+                         info.pop_topics, info.popping, answers.get((group, client_id))), now,
+                self._signatures.get(group, frozenset()),
+                asked_ms)
         return {key: asked.holdings for key, asked in self._asked.items()}
+
+    def _broker_answers(self, infos, masters) -> dict[tuple[str, str], dict]:
+        """For each clientRebalance=false client just asked: what every master would assign it
+        of each topic it subscribes (QUERY_ASSIGNMENT). The client itself asks one broker of the
+        topic's route, picked at random, at each rebalance; brokers whose client lists or
+        routes differ answer differently."""
+        jobs = {(key, broker, topic): self._pool.submit(
+                    self._call, "query_assignment", broker, self._assignment, address, topic,
+                    *key, strategy_name(info.strategy_class) or "AVG")
+                for key, info in infos.items() if not info.client_rebalance
+                for broker, address in sorted(masters.items()) for topic in info.topics}
+        answers: dict[tuple[str, str], dict] = {}
+        for (key, broker, topic), job in jobs.items():
+            by_broker = answers.setdefault(key, {})
+            answered = job.result()
+            if answered is not None:       # None: the call failed, what it assigns is unknown
+                by_broker.setdefault(broker, {})[topic] = answered[0]
+        return answers
+
+    def _assignment(self, address: str, topic: str, group: str, client_id: str,
+                    strategy: str) -> tuple:
+        """(the answer,): a broker's "no assignment" (None) told apart from a failed call."""
+        return (self._admin.query_assignment(address, topic, group, client_id, strategy),)
 
     def _running_info(self, broker: str, address: str, group: str, client_id: str):
         """The client's running info. A broker that could not reach the connection it forwarded

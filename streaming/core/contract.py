@@ -157,6 +157,8 @@ class GroupMetrics:
     target_unassigned: Mapping[str, int] = field(default_factory=dict)
     # Kafka share groups and RocketMQ POP readers: the most members reading one queue, per topic.
     share_readers: Mapping[str, int] = field(default_factory=dict)
+    # RocketMQ clientRebalance=false: queues two brokers give to different clients, per topic.
+    broker_split: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def key(self) -> GroupKey:

@@ -38,7 +38,7 @@ from streaming.core.state.rerun import (
 KINDS = ("double_assignment", "orphaned_queue", "skew", "idle_client",
          "subscription_inconsistent", "strategy_inconsistent", "client_id_collision",
          "view_divergent", "broker_view_divergent", "allocation_mismatch", "holdings_pending",
-         "handoff_pending", "target_unassigned", "target_skew")
+         "handoff_pending", "target_unassigned", "target_skew", "broker_split_view")
 CONFLICT_KINDS = ("double_assignment", "orphaned_queue")
 
 
@@ -92,6 +92,7 @@ def compute(state: GroupState) -> GroupFindings:
     findings += _collisions(state)
     if state.system == "rocketmq":
         findings += _view_divergence(state, active)
+        findings += _broker_splits(state, active)
     target_skew_ratio = 1.0
     if any(m.broker_assigned for m in active):
         findings += _handoffs(active)
@@ -300,6 +301,49 @@ def _broker_divergence(state: GroupState) -> list[Finding]:
             for broker, held in sorted(lists.items()) if held != union]
 
 
+def _broker_splits(state: GroupState, active: list[Member]) -> list[Finding]:
+    """RocketMQ clientRebalance=false: each rebalance, a client takes the QUERY_ASSIGNMENT answer
+    of one broker of the topic's route, picked at random. Where two brokers give a queue to
+    different clients, it is doubled or orphaned whenever the clients happen to ask different
+    brokers: one finding per such queue, with each broker's owners."""
+    asking = [m for m in active if m.broker_assignments is not None]
+    found = []
+    for topic in sorted({t for m in asking for t in m.topics}):
+        subscribers = [m for m in asking if topic in m.topics]
+        views = _broker_views(topic, subscribers, state.routes.get(topic))
+        if len(views) < 2:
+            continue
+        brokers = tuple(sorted(views))
+        for queue in sorted({q for owners in views.values() for q in owners}):
+            owners = {b: sorted(views[b].get(queue, ())) for b in brokers}
+            if len({tuple(o) for o in owners.values()}) > 1:
+                clients = tuple(sorted({c for o in owners.values() for c in o}))
+                found.append(Finding("broker_split_view", topic, queue, clients, brokers=brokers,
+                                     detail={"owners": owners}))
+    return found
+
+
+def _broker_views(topic: str, subscribers: list[Member], route) -> dict[str, dict[Queue2, set]]:
+    """broker -> queue -> the clients it gives that queue, for each broker of the topic's route
+    that answered every subscriber (a broker that gives no answer leaves a client as it was)."""
+    serving = None if route is None else {broker for broker, _ in route[1]}
+    brokers = {b for m in subscribers for b, _ in m.broker_assignments}
+    views = {}
+    for broker in sorted(brokers):
+        if serving is not None and broker not in serving:
+            continue   # no client of the topic asks it
+        answers = [dict(dict(m.broker_assignments).get(broker, ())).get(topic)
+                   for m in subscribers]
+        if any(a is None for a in answers):
+            continue
+        owners: dict[Queue2, set] = {}
+        for member, queues in zip(subscribers, answers, strict=True):
+            for queue in queues:
+                owners.setdefault(queue, set()).add(member.client_id)
+        views[broker] = owners
+    return views
+
+
 def _holdings_pending(state: GroupState) -> list[Finding]:
     """Members whose reported holdings predate a route change of their topics: their claims on
     those topics are the re-run's until they report again (no conflict is raised from them)."""
@@ -463,6 +507,8 @@ def _common_metrics(state: GroupState, result: GroupFindings, conflicts: list[in
         broker_view_divergent=min(1, result.count("broker_view_divergent")),
         allocation_mismatch_clients=result.count("allocation_mismatch"),
         holdings_pending_clients=result.count("holdings_pending"),
+        broker_split={t: result.count("broker_split_view", t) for t in result.queues}
+        if state.system == "rocketmq" else {},
         rebalances_total=state.rebalances, queue_moves_total=state.queue_moves,
         late_events_total=state.late_events, client_queues=client_queues,
     )

@@ -99,6 +99,9 @@ ROCKETMQ_TOPIC_GAUGES = (
     ("rebalance_pop_max_readers",
      "POP consumers: the most members reading one queue of the topic (several by design).",
      attrgetter("share_readers")),
+    ("rebalance_broker_split_queues",
+     "clientRebalance=false: queues of the topic that two brokers assign to different clients.",
+     attrgetter("broker_split")),
 )
 KAFKA_TOPIC_GAUGES = (
     ("rebalance_kafka_target_unassigned_partitions",

@@ -287,15 +287,22 @@ class RocketMQCluster:
 
     def __init__(self, kit: RocketMQKit, workdir: Path, brokers: Sequence[str] = ("broker-a",),
                  *, boot_timeout: float = 60.0, stop_timeout: float = 10.0,
-                 broker_extra_conf: str = "") -> None:
+                 broker_extra_conf: str = "", second_namesrv_for: Sequence[str] = ()) -> None:
         if len(set(brokers)) != len(brokers) or not brokers:
             raise ValueError(f"broker names must be distinct and at least one: {brokers}")
         self.kit, self.workdir = kit, Path(workdir)
         self.broker_names = tuple(brokers)
         self.boot_timeout, self.stop_timeout = boot_timeout, stop_timeout
         self.broker_extra_conf = broker_extra_conf
+        # Brokers that also register with a second NameServer: a client given only that one
+        # knows only them (it heartbeats and asks no other broker).
+        self.second_namesrv_for = tuple(second_namesrv_for)
+        if not set(self.second_namesrv_for) <= set(brokers):
+            raise ValueError(f"second_namesrv_for names no broker of {brokers}")
         self._namesrv: ServerProcess | None = None
         self._namesrv_port = 0
+        self._namesrv2: ServerProcess | None = None
+        self._namesrv2_port = 0
         self._brokers: dict[str, ServerProcess] = {}
         self._broker_ports: dict[str, int] = {}
         self._extra: list[ServerProcess] = []     # proxies
@@ -305,6 +312,13 @@ class RocketMQCluster:
     def namesrv(self) -> str:
         """"127.0.0.1:port" of the NameServer."""
         return f"{LOOPBACK}:{self._namesrv_port}"
+
+    @property
+    def second_namesrv(self) -> str:
+        """"127.0.0.1:port" of the second NameServer (second_namesrv_for's brokers only)."""
+        if not self._namesrv2_port:
+            raise AssertionError("the cluster has no second NameServer")
+        return f"{LOOPBACK}:{self._namesrv2_port}"
 
     def broker_addr(self, name: str) -> str:
         return f"{LOOPBACK}:{self._broker_ports[name]}"
@@ -343,13 +357,17 @@ class RocketMQCluster:
             self._namesrv, self._namesrv_port = self._start_with_free_ports(
                 "namesrv", self.workdir / "namesrv", (0,),
                 lambda port: {"NAMESRV_PORT": str(port)})
+            if self.second_namesrv_for:
+                self._namesrv2, self._namesrv2_port = self._start_with_free_ports(
+                    "namesrv", self.workdir / "namesrv-2", (0,),
+                    lambda port: {"NAMESRV_PORT": str(port)})
             # Brokers boot one after the other: two JVMs starting together on 2 cores take as
             # long as two in a row, and a broker must never register with another NameServer.
             for name in self.broker_names:
                 self._brokers[name], self._broker_ports[name] = self._start_with_free_ports(
                     "broker", self.workdir / name, self.BROKER_PORT_OFFSETS,
                     lambda port, name=name: {
-                        "NAMESRV_ADDR": self.namesrv, "BROKER_NAME": name,
+                        "NAMESRV_ADDR": self._namesrvs_of(name), "BROKER_NAME": name,
                         "BROKER_PORT": str(port), "CLUSTER_NAME": self.CLUSTER_NAME,
                         "BROKER_EXTRA_CONF": self.broker_extra_conf})
             self._wait_registered()
@@ -357,6 +375,10 @@ class RocketMQCluster:
             self.stop()
             raise
         return self
+
+    def _namesrvs_of(self, broker: str) -> str:
+        return (f"{self.namesrv};{self.second_namesrv}" if broker in self.second_namesrv_for
+                else self.namesrv)
 
     def _wait_registered(self) -> None:
         """Until the NameServer lists every broker at its address. A 4.9.8 broker registers
@@ -366,12 +388,15 @@ class RocketMQCluster:
         from producers.rocketmq.remoting import RemotingClient, RemotingError
 
         wanted = {name: self.broker_addr(name) for name in self.broker_names}
+        wanted_2 = {name: self.broker_addr(name) for name in self.second_namesrv_for}
         client = RemotingClient()
         deadline = time.monotonic() + self.boot_timeout
         try:
             while True:
                 try:
-                    if RocketMQAdmin(client, [self.namesrv]).cluster_info() == wanted:
+                    if (RocketMQAdmin(client, [self.namesrv]).cluster_info() == wanted
+                            and (not wanted_2 or RocketMQAdmin(
+                                client, [self.second_namesrv]).cluster_info() == wanted_2)):
                         return
                 except RemotingError:
                     pass
@@ -386,7 +411,7 @@ class RocketMQCluster:
                                env: Callable[[int], dict[str, str]],
                                attempts: int = 3) -> tuple[ServerProcess, int]:
         # A port found free may be taken before the JVM binds it: then try other ports.
-        taken = {self._namesrv_port, *self._broker_ports.values()}
+        taken = {self._namesrv_port, self._namesrv2_port, *self._broker_ports.values()}
         for attempt in range(1, attempts + 1):
             port = free_port_with_neighbours(offsets, taken)
             where = run_dir if attempt == 1 else run_dir.with_name(f"{run_dir.name}-{attempt}")
@@ -402,7 +427,7 @@ class RocketMQCluster:
 
     def stop(self) -> None:
         servers = [*self._extra, *self._brokers.values(),
-                   *([self._namesrv] if self._namesrv else [])]
+                   *(n for n in (self._namesrv, self._namesrv2) if n)]
         stop_process_groups([s.process for s in servers if s.process], self.stop_timeout)
 
     def mqadmin(self, *args: str, timeout: float = 60.0) -> str:

@@ -11,6 +11,7 @@ Without the kit every test here skips, saying so.
 from __future__ import annotations
 
 import contextlib
+import json
 import subprocess
 import time
 import uuid
@@ -231,6 +232,62 @@ def test_clients_a_broker_allocates_for_are_checked_like_any_other(
             for t, n in orphaned.items()))
         assert group_value(scrape, "rebalance_double_assigned_queues", group, topic=topic) == 0
         assert group_value(scrape, "rebalance_subscription_inconsistent", group) == 1
+
+
+def test_brokers_whose_client_lists_differ_are_a_split_view_naming_the_queues_it_affects(
+        rocketmq_kit, rocketmq_cluster_factory, real_consumer, spark, kafka_bootstrap, make_topic,
+        tmp_path):
+    """5.x clientRebalance=false, each broker asked what it assigns each client (QUERY_ASSIGNMENT).
+    First the brokers agree: no split. Then a third client that knows only broker-a (its
+    NameServer lists no other) joins: broker-a allocates over three clients, broker-b over two,
+    and each of the pair takes, at every rebalance, the answer of a broker it picks at random
+    (the third can pull none of broker-b's queues broker-a gives it).
+    What the three really hold then doubles or orphans queues, and every such queue is one the
+    monitor names in its split view."""
+    if rocketmq_kit.version.startswith("4."):
+        pytest.skip("clientRebalance=false is 5.x's")
+    from tests.integration.job_process import read_topic
+
+    cluster = rocketmq_cluster_factory(["broker-a", "broker-b"], second_namesrv_for=["broker-a"])
+    topic, group = fresh("T-split"), fresh("g-split")
+    cluster.create_topic(topic, queues=4)
+    every_queue = {(b, q) for b in ("broker-a", "broker-b") for q in range(4)}
+    pair = [real_consumer(cluster.namesrv, group, topic, f"s{i}", client_rebalance=False)
+            for i in range(2)]
+    pair[0].wait_for(lambda _: pair[0].holds(topic) | pair[1].holds(topic) == every_queue
+                     and not pair[0].holds(topic) & pair[1].holds(topic),
+                     what="the brokers splitting T between the two")
+    with watching(cluster.namesrv, group, spark, kafka_bootstrap, make_topic,
+                  tmp_path / "watch") as (monitor, _):
+        split = "rebalance_broker_split_queues"
+        scrape = monitor.wait_for(lambda m: group_value(m, "rebalance_group_members", group) == 2
+                                  and group_value(m, split, group, topic=topic) == 0)
+        assert group_value(scrape, "rebalance_double_assigned_queues", group, topic=topic) == 0
+        assert group_value(scrape, "rebalance_broker_view_divergent", group) == 0
+
+        lone = real_consumer(cluster.second_namesrv, group, topic, "s2", client_rebalance=False)
+        # broker-a gives it a share, but of broker-b's queues it can pull none (its NameServer
+        # does not know broker-b), so it may hold nothing: a real client's real outcome.
+        lone.wait_view(topic, 3)
+        monitor.wait_for(lambda m: group_value(m, "rebalance_broker_view_divergent", group) == 1
+                         and (group_value(m, split, group, topic=topic) or 0) > 0, timeout=120)
+
+        def conflicts() -> set:
+            held = [c.holds(topic) for c in (*pair, lone)]
+            doubled = {q for q in every_queue if sum(q in h for h in held) > 1}
+            return doubled | (every_queue - set().union(*held))
+
+        pair[0].wait_for(lambda _: bool(conflicts()), timeout=180,
+                         what="the clients' holdings doubling or orphaning a queue")
+        really = {(topic, *q) for q in conflicts()}
+        findings = [json.loads(value) for _, value, _ in
+                    read_topic(kafka_bootstrap, monitor.config.findings_topic)]
+        named = {(f["topic"], *f["queue"]) for f in findings
+                 if f["group"] == group and f["kind"] == "broker_split_view"
+                 and f["status"] == "started"}
+        assert really <= named, (really, named)
+        assert all(f["brokers"] == ["broker-a", "broker-b"] for f in findings
+                   if f["group"] == group and f["kind"] == "broker_split_view")
 
 
 def test_pop_consumers_share_queues_by_design_and_their_readers_per_queue_are_shown(

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from producers.rocketmq import fastjson
-from producers.rocketmq.admin import RocketMQAdmin
+from producers.rocketmq.admin import MalformedBody, RocketMQAdmin
 from producers.rocketmq.frames import (
     JSON,
     RESPONSE_FLAG,
@@ -237,3 +237,32 @@ def test_admin_parses_a_captured_running_info():
                           *(("T8", "broker-a", i) for i in range(4)))
     assert info.strategy_class == "AllocateMessageQueueAveragely"
     assert info.topics == ("%RETRY%g1", "T8")
+
+
+def test_admin_asks_what_a_broker_assigns_and_reads_its_answer():
+    """QUERY_ASSIGNMENT (400): a JSON body in, the broker's fastjson set of assignments out;
+    a null set is "no assignment" (the client keeps what it had), not an empty one."""
+    answers = {
+        "T": b'{"messageQueueAssignments":[{"attachments":{},"messageQueue":{"brokerName":'
+             b'"broker-b","queueId":1,"topic":"T"},"mode":"PULL"},{"attachments":{},'
+             b'"messageQueue":{"brokerName":"broker-a","queueId":3,"topic":"T"},"mode":"PULL"}]}',
+        "U": b"{}",
+        "V": b'{"messageQueueAssignments":[]}',
+        "W": b'{"messageQueueAssignments":[{"mode":"PULL"}]}'}
+    sent = []
+
+    class Broker:
+        def call(self, address, code, fields=None, body=b"", timeout_s=5.0):
+            request = fastjson.loads(body)
+            sent.append((code, request))
+            return Command(code=0, opaque=1, flag=RESPONSE_FLAG, body=answers[request["topic"]])
+
+    admin = RocketMQAdmin(Broker(), ["n:9876"])
+    assert admin.query_assignment("b:10911", "T", "g", "c1", "AVG") == (("broker-a", 3),
+                                                                       ("broker-b", 1))
+    assert sent == [(400, {"topic": "T", "consumerGroup": "g", "clientId": "c1",
+                           "strategyName": "AVG", "messageModel": "CLUSTERING"})]
+    assert admin.query_assignment("b:10911", "U", "g", "c1", "AVG") is None
+    assert admin.query_assignment("b:10911", "V", "g", "c1", "AVG") == ()
+    with pytest.raises(MalformedBody):
+        admin.query_assignment("b:10911", "W", "g", "c1", "AVG")

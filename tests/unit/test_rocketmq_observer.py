@@ -45,6 +45,8 @@ class FakeAdmin:
         self.proxy_addresses = {"p:8080"}
         self.unreachable = {}                    # client_id -> the dead channel its broker names
         self.proxied = {}                        # (proxy address, group) -> gRPC clients
+        self.assigns = {}                        # (broker, topic, client_id) -> its answer
+        self.assignment_calls = []
 
     def _broker(self, address):
         name = next(n for n, a in self.brokers.items() if a == address)
@@ -90,6 +92,11 @@ class FakeAdmin:
     def pop_groups(self, address):
         self._broker(address)
         return set()
+
+    def query_assignment(self, address, topic, group, client_id, strategy):
+        broker = self._broker(address)
+        self.assignment_calls.append((broker, topic, client_id, strategy))
+        return self.assigns.get((broker, topic, client_id))
 
 
 class Clock:
@@ -355,6 +362,38 @@ def test_a_client_the_broker_allocates_for_is_checked_like_any_other():
     admin.client_rebalance = {"c1": "false"}
     (beat,) = of_type(observer(admin)[0].poll(), "heartbeat")
     assert "shared" not in beat and beat["assigned_by"] == "broker"
+
+
+def test_each_broker_is_asked_what_it_assigns_a_client_the_broker_allocates_for():
+    admin = FakeAdmin()
+    admin.members = {("broker-a", "g"): [("c1", "h:1"), ("c2", "h:2")],
+                     ("broker-b", "g"): [("c1", "h:3")]}
+    admin.client_rebalance = {"c1": "false", "c2": "false"}
+    admin.assigns = {("broker-a", "T", "c1"): (("broker-a", 0), ("broker-b", 0)),
+                     ("broker-b", "T", "c1"): (("broker-a", 0), ("broker-a", 1)),
+                     ("broker-a", "T", "c2"): (("broker-a", 1),)}
+    admin.down = {"broker-b"}       # c2 is asked while broker-b answers nothing
+    watcher, clock = observer(admin)
+    beats = {e["client_id"]: e for e in of_type(watcher.poll(), "heartbeat")}
+    assert beats["c2"]["broker_assignments"] == {
+        "broker-a": {"%RETRY%g": None, "T": [["broker-a", 1]]}}   # broker-b: unknown, left out
+    assert {strategy for *_, strategy in admin.assignment_calls} == {"AVG"}
+    admin.down = set()
+    clock.now += 1000                # past the running-info refresh: asked again
+    beats = {e["client_id"]: e for e in of_type(watcher.poll(), "heartbeat")}
+    assert beats["c1"]["broker_assignments"]["broker-b"]["T"] == [["broker-a", 0],
+                                                                   ["broker-a", 1]]
+    assert parse_event(json.dumps(beats["c1"]))[0].broker_assignments[1][0] == "broker-b"
+    calls = watcher.stats.snapshot()[0]
+    assert calls[("query_assignment", "timeout")] == 4        # broker-b: 2 clients x 2 topics
+    assert calls[("query_assignment", "ok")] == 4 + 8         # broker-a, then both brokers
+
+
+def test_a_client_that_allocates_for_itself_is_never_asked_about():
+    admin = FakeAdmin()
+    admin.members = {("broker-a", "g"): [("c1", "h:1")]}
+    (beat,) = of_type(observer(admin)[0].poll(), "heartbeat")
+    assert "broker_assignments" not in beat and admin.assignment_calls == []
 
 
 def test_a_topic_without_a_route_has_no_queues_and_a_failed_route_call_sends_nothing():

@@ -22,7 +22,7 @@ import zlib
 from dataclasses import dataclass, field, fields
 
 from streaming.core.contract import FindingIdentity
-from streaming.core.state.events import Event, GroupProtocol, Queue2
+from streaming.core.state.events import BrokerAnswers, Event, GroupProtocol, Queue2
 from streaming.core.state.group import GroupState, Member
 
 # 2: state keyed by (system, group); the per-group event and ignored-event counts are gone.
@@ -240,6 +240,9 @@ def _state_out(state: GroupState) -> dict:
         **({"ot": {index[k]: state.members[k].owned_ts for k in keys
                    if state.members[k].owned_ts is not None}}
            if any(m.owned_ts is not None for m in state.members.values()) else {}),
+        **({"ba": {index[k]: broker_answers_out(state.members[k].broker_assignments)
+                   for k in keys if state.members[k].broker_assignments is not None}}
+           if any(m.broker_assignments is not None for m in state.members.values()) else {}),
     }
 
 
@@ -258,6 +261,8 @@ def _state_in(data: dict) -> GroupState:
     state.route_changed = dict(data.get("rc", {}))
     for index, owned_ts in data.get("ot", {}).items():
         members[int(index)].owned_ts = owned_ts
+    for index, answers in data.get("ba", {}).items():
+        members[int(index)].broker_assignments = broker_answers_in(answers)
     state.deadline_bound = -1            # unknown after a decode: the next expiry scan sets it
     return state
 
@@ -339,6 +344,8 @@ def _event_out(event: Event) -> dict:
         out["owned"] = _owned_out(event.owned)
     if event.protocol is not None:
         out["protocol"] = _protocol_out(event.protocol)
+    if event.broker_assignments is not None:
+        out["broker_assignments"] = broker_answers_out(event.broker_assignments)
     return out
 
 
@@ -355,4 +362,17 @@ def _event_in(data: dict) -> Event:
         values["owned"] = _owned_in(values["owned"])
     if "protocol" in values:
         values["protocol"] = _protocol_in(values["protocol"])
+    if "broker_assignments" in values:
+        values["broker_assignments"] = broker_answers_in(values["broker_assignments"])
     return Event(**values)
+
+
+def broker_answers_out(answers: BrokerAnswers) -> dict:
+    return {broker: {t: None if q is None else queues_out(q) for t, q in by_topic}
+            for broker, by_topic in answers}
+
+
+def broker_answers_in(data: dict) -> BrokerAnswers:
+    return tuple(sorted((broker, tuple(sorted(
+        (t, None if q is None else tuple(sorted(queues_in(q)))) for t, q in by_topic.items())))
+        for broker, by_topic in data.items()))

@@ -46,6 +46,9 @@ MAX_EPOCH = 2**31 - 1
 
 Queue2 = tuple[str, int]          # (broker, queue_id); Kafka: ("", partition)
 Owned = tuple[str, str, int]      # (topic, broker, queue_id); Kafka: (topic, "", partition)
+# RocketMQ clientRebalance=false: what each broker answers the client's QUERY_ASSIGNMENT, per
+# topic, sorted: ((broker, ((topic, queues or None: no answer), ...)), ...).
+BrokerAnswers = tuple[tuple[str, tuple[tuple[str, tuple[Queue2, ...] | None], ...]], ...]
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,7 @@ class Event:
     generation: int | None = None
     group_instance_id: str | None = None
     protocol: GroupProtocol | None = None      # Kafka heartbeats only; None: classic
+    broker_assignments: BrokerAnswers | None = None   # RocketMQ clientRebalance=false only
     topic: str | None = None
     queues: tuple[Queue2, ...] | None = None
 
@@ -301,7 +305,28 @@ def _heartbeat(obj: Mapping, system: str) -> dict:
                                                                 MAX_TS_MS),
         generation=None if generation is None else _int(generation, "generation", -1),
         group_instance_id=_str(obj, "group_instance_id"), protocol=protocol,
+        broker_assignments=(_broker_assignments(obj.get("broker_assignments"))
+                            if system == "rocketmq" else None),
     )
+
+
+def _broker_assignments(value) -> BrokerAnswers | None:
+    """{broker: {topic: [[broker, queue_id], ...] or null}}: null is a broker that gives the
+    client no assignment of that topic (it does not serve it, or knows no client list)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise _Reject("wrong_type", "broker_assignments must be an object broker -> topics")
+    answers = []
+    for broker, by_topic in value.items():
+        if not isinstance(by_topic, dict):
+            raise _Reject("wrong_type", "broker_assignments[broker] must be an object topic -> "
+                          "queues")
+        answers.append((_name(broker, "broker_assignments broker"), tuple(sorted(
+            (_name(topic, "broker_assignments topic"),
+             None if queues is None else _queue_list(queues, "broker_assignments queues"))
+            for topic, queues in by_topic.items()))))
+    return tuple(sorted(answers))
 
 
 def _group_protocol(obj: Mapping) -> GroupProtocol | None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from streaming.core.state.events import Event, GroupProtocol, Owned, Queue2
+from streaming.core.state.events import BrokerAnswers, Event, GroupProtocol, Owned, Queue2
 
 MemberKey = tuple[str, str]         # (client_id, address or "")
 NEVER = 2**62
@@ -49,6 +49,7 @@ class Member:
     generation: int | None = None
     instance_id: str | None = None
     protocol: GroupProtocol | None = None    # Kafka: the broker's target and epochs
+    broker_assignments: BrokerAnswers | None = None   # RocketMQ: each broker's QUERY_ASSIGNMENT
     brokers: dict[str, int] = field(default_factory=dict)   # broker -> last heartbeat via it
     key: MemberKey = field(init=False, repr=False, compare=False)
 
@@ -64,7 +65,7 @@ class Member:
         """Everything of this member that the allocation (re-run or claims) depends on."""
         return (self.topics, self.strategy, self.params, self.model, self.shared,
                 self.view_clients, self.view_queues, self.owned, self.owned_ts, self.generation,
-                self.instance_id, self.protocol)
+                self.instance_id, self.protocol, self.broker_assignments)
 
     @property
     def broker_assigned(self) -> bool:
@@ -182,7 +183,7 @@ def _stated(event: Event) -> tuple:
     member's dict copies)."""
     return (event.topics, event.strategy, event.strategy_params, event.message_model,
             event.shared, event.view_clients, event.view_queues, event.owned, event.owned_ts,
-            event.generation, event.group_instance_id, event.protocol)
+            event.generation, event.group_instance_id, event.protocol, event.broker_assignments)
 
 
 def _set_facts(member: Member, event: Event) -> None:
@@ -198,6 +199,7 @@ def _set_facts(member: Member, event: Event) -> None:
     member.generation = event.generation
     member.instance_id = event.group_instance_id
     member.protocol = event.protocol
+    member.broker_assignments = event.broker_assignments
 
 
 def _note_broker(state: GroupState, member: Member, event: Event) -> bool:
