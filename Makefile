@@ -16,7 +16,8 @@ $(STAMP): pyproject.toml constraints.txt
 
 setup: $(STAMP)
 
-# Java runs Spark; promtool and prometheus run the alert-rule and dashboard tests.
+# Java runs Spark; promtool and prometheus run the alert-rule and dashboard tests; chromium and
+# chromedriver run the group page's browser test.
 java:
 	@command -v java >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; }
 
@@ -34,6 +35,7 @@ ROCKETMQ_PACKAGES = $(shell grep -o '^[a-z0-9][^ ]*' tests/integration/rocketmq-
 
 system-deps: java
 	@command -v promtool >/dev/null && command -v prometheus >/dev/null && command -v amtool >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus prometheus-alertmanager; }
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; }
 	@[ -z "$(ROCKETMQ_KIT)" ] || [ "$$(dpkg-query -W -f='$${db:Status-Abbrev}\n' $(ROCKETMQ_PACKAGES) 2>/dev/null | grep -c '^ii')" = "$(words $(ROCKETMQ_PACKAGES))" ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(ROCKETMQ_PACKAGES); }
 
 demo: setup jars

@@ -2,9 +2,10 @@
 
 Starts a real Apache Kafka broker from the jar cache (`make jars`; the embedded broker where the
 jars are not fetched) or uses --bootstrap-servers, a simulated RocketMQ fleet playing
-named scenarios in real time, the streaming job (local Spark) and its /metrics endpoint, and
-shows a live table of groups and findings until Ctrl-C, SIGTERM or --duration; then the final
-state: the groups and the findings still open when the fleet stopped.
+named scenarios in real time, the streaming job (local Spark) with its /metrics endpoint and
+group pages (/groups), and shows a live table of groups and findings until Ctrl-C, SIGTERM or
+--duration; then the final state: the groups and the findings still open when the fleet
+stopped.
 """
 
 from __future__ import annotations
@@ -77,9 +78,10 @@ def main(args: argparse.Namespace) -> int:
         # in flight would fail and log its stack trace.
         signal.signal(signal.SIGINT, _interrupt)
         fleet = _start_fleet(bootstrap, args, stop)
-        print(f"demo: broker {bootstrap} ({_broker_name(broker)}), metrics "
-              f"http://{args.metrics_host}:{monitor.metrics.port}"
-              f"/metrics, scenarios {args.scenarios} at {args.speed}x. Ctrl-C stops.", flush=True)
+        base = f"http://{args.metrics_host}:{monitor.metrics.port}"
+        print(f"demo: broker {bootstrap} ({_broker_name(broker)}), metrics {base}/metrics, "
+              f"groups {base}/groups, scenarios {args.scenarios} at {args.speed}x. "
+              "Ctrl-C stops.", flush=True)
         _show_until_done(monitor, args)
     except KeyboardInterrupt:
         pass

@@ -32,13 +32,19 @@ MUTATIONS = {
     "restart keeps the old claims": (
         STEP, "replay.state, replay.claims, replay.findings = fresh, {}, None",
         "replay.state, replay.findings = fresh, None"),
+    "a re-run's change is not a change of the detail": (
+        STEP, "    replay.changed |= (at, offset) > replay.published\n", ""),
+    "an event behind the published point is not a change of the detail": (
+        STEP, "              or any(_order(item) <= published for item in events))",
+        "              or False)"),
     "broker-only change keeps the old findings": (
         "streaming/core/findings.py",
         "    return GroupFindings(head + _broker_divergence(state) + tail, previous.queues,",
         "    return GroupFindings(previous.findings, previous.queues,"),
 }
 TESTS = ["tests/unit/test_step_properties.py", "tests/unit/test_step_transitions.py",
-         "tests/unit/test_findings_seeds.py", "tests/unit/test_simulator.py"]
+         "tests/unit/test_findings_seeds.py", "tests/unit/test_simulator.py",
+         "tests/unit/test_group_detail.py"]
 
 
 def run_mutation(path: str, before: str, after: str) -> tuple[bool, str]:

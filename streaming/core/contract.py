@@ -176,6 +176,111 @@ class GroupMetrics:
         return cls(**json.loads(payload))
 
 
+MemberRef = tuple[str, str]           # (client_id, address or ""): one process of the group
+
+
+@dataclass(frozen=True)
+class QueueOwners:
+    """One queue of the group and who holds it: the members whose reported holdings (`owned`)
+    name it, the members the monitor's re-run gives it, and (a group the broker assigns) the
+    members whose target names it. `in_route`: the queue is in the topic's current route."""
+
+    topic: str
+    broker: str                       # Kafka: ""
+    queue_id: int
+    in_route: bool
+    reported: tuple[MemberRef, ...] = ()
+    rerun: tuple[MemberRef, ...] = ()
+    target: tuple[MemberRef, ...] = ()
+
+
+@dataclass(frozen=True)
+class MemberDetail:
+    """One member (process) as its latest heartbeat describes it. `view_clients` and
+    `view_queues` are what the client itself sees (None: it does not say, the group's consensus
+    is taken); `owned` is what it reports holding (None: it does not say)."""
+
+    client_id: str
+    address: str
+    topics: tuple[str, ...]
+    strategy: str
+    model: str = "CLUSTERING"
+    shared: bool = False
+    view_clients: tuple[str, ...] | None = None
+    view_queues: Mapping[str, tuple[Queue2, ...]] | None = None
+    owned: tuple[tuple[str, str, int], ...] | None = None
+    brokers: tuple[str, ...] = ()     # the brokers whose member list holds it
+
+
+@dataclass(frozen=True)
+class OpenFinding:
+    """A finding open now, since event time `since`; the subject is its identity's fields."""
+
+    kind: str
+    since: int
+    topic: str | None = None
+    queue: Queue2 | None = None
+    clients: tuple[str, ...] = ()
+    address: str | None = None
+    brokers: tuple[str, ...] = ()
+    detail: Mapping | None = None
+
+
+@dataclass(frozen=True)
+class GroupDetail:
+    """What an operator needs of one group after an alert: every queue with its owners, every
+    member with its view and strategy, the open findings. The step emits it only when something
+    it shows changed (docs/api.md); it carries no event time, so the latest one emitted is the
+    group's detail until the next."""
+
+    system: str
+    group: str
+    queues: tuple[QueueOwners, ...]
+    members: tuple[MemberDetail, ...]
+    findings: tuple[OpenFinding, ...]
+    cluster: str = DEFAULT_CLUSTER
+
+    @property
+    def key(self) -> GroupKey:
+        return GroupKey(self.system, self.group, self.cluster)
+
+    def to_json(self) -> bytes:
+        return json.dumps({
+            "system": self.system, "group": self.group, "cluster": self.cluster,
+            "queues": [[q.topic, q.broker, q.queue_id, q.in_route, q.reported, q.rerun, q.target]
+                       for q in self.queues],
+            "members": [m.__dict__ for m in self.members],
+            "findings": [f.__dict__ for f in self.findings]},
+            separators=(",", ":"), ensure_ascii=False).encode()
+
+    @classmethod
+    def from_json(cls, payload: bytes | str) -> GroupDetail:
+        data = json.loads(payload)
+        queues = tuple(QueueOwners(topic, broker, queue_id, in_route, _refs(reported),
+                                   _refs(rerun), _refs(target))
+                       for topic, broker, queue_id, in_route, reported, rerun, target
+                       in data["queues"])
+        members = tuple(MemberDetail(
+            m["client_id"], m["address"], tuple(m["topics"]), m["strategy"], m["model"],
+            m["shared"], _tuple(m["view_clients"]),
+            None if m["view_queues"] is None else
+            {t: tuple(map(tuple, q)) for t, q in m["view_queues"].items()},
+            None if m["owned"] is None else tuple(map(tuple, m["owned"])), tuple(m["brokers"]))
+            for m in data["members"])
+        findings = tuple(OpenFinding(
+            f["kind"], f["since"], f["topic"], _tuple(f["queue"]), tuple(f["clients"]),
+            f["address"], tuple(f["brokers"]), f["detail"]) for f in data["findings"])
+        return cls(data["system"], data["group"], queues, members, findings, data["cluster"])
+
+
+def _refs(rows) -> tuple[MemberRef, ...]:
+    return tuple((client_id, address) for client_id, address in rows)
+
+
+def _tuple(value):
+    return None if value is None else tuple(value)
+
+
 @dataclass(frozen=True)
 class ShardCounts:
     """One shard's share of a micro-batch, for the job's own counters: valid events by type,
@@ -208,3 +313,6 @@ class StepOutput:
     next_timeout_ms: int | None
     # What the new blob's view takes as a refresh (streaming.core.state.refresh); None when gone.
     refreshes: Refreshes | None = field(default=None, compare=False, repr=False)
+    # The group's detail, when something it shows changed in this step (else None: the one
+    # emitted last still holds); None when gone.
+    detail: GroupDetail | None = None

@@ -44,6 +44,12 @@ a finding of that millisecond that a later event of the same millisecond ends is
 with `at` = `since`. Events reordered inside the window end with the same open findings, through
 corrections.
 
+The group's detail (streaming.core.detail) goes out with a step only when something it shows may
+have changed. What it shows changes only in `_react` (a change that asks for a re-run or moves
+a broker's member list) or a restart, so a step with no such change after the published point,
+and no event at or behind it, emits none: the detail emitted last is still the group's
+(tests/unit/test_group_detail.py).
+
     >>> view = {"clients": ["c2"]}      # c2 misses c1 from 1 s to 2 s: queues 0 and 1 doubled
     >>> raw = raw[:3] + [{**raw[2], "ts": raw[2]["ts"] + t, **extra}
     ...                  for t, extra in ((1_000, {"view": view}), (2_000, {}))]
@@ -62,7 +68,8 @@ from itertools import repeat
 from typing import NamedTuple
 
 from streaming.core import findings as fnd
-from streaming.core.contract import GroupKey, GroupMetrics, StepOutput
+from streaming.core.contract import GroupDetail, GroupKey, GroupMetrics, StepOutput
+from streaming.core.detail import group_detail
 from streaming.core.state.codec import Stored, StoredBody, decode, decode_body, encode, render_state
 from streaming.core.state.events import Event
 from streaming.core.state.group import (
@@ -101,9 +108,10 @@ class Replay:
     """A group's state as a step carries it through events and expiries, with what the step
     keeps beside it and never stores: the claims and findings of the last re-run (so that each
     change is compared with them), and the finding transitions after the published point
-    (`log`; None when the replay is not publishing: already published, or a restore)."""
+    (`log`; None when the replay is not publishing: already published, or a restore), and
+    whether anything the group's detail shows changed after the published point (`changed`)."""
 
-    __slots__ = ("state", "claims", "findings", "log", "published")
+    __slots__ = ("state", "claims", "findings", "log", "published", "changed")
 
     def __init__(self, state: GroupState, published: tuple[int, int] | None = None) -> None:
         self.state = state
@@ -111,6 +119,7 @@ class Replay:
         self.findings: fnd.GroupFindings | None = None
         self.log: list[fnd.Transition] | None = None if published is None else []
         self.published = published if published is not None else (LONG_AGO, -1)
+        self.changed = False
 
     def current_findings(self) -> fnd.GroupFindings:
         if self.findings is None:
@@ -132,7 +141,8 @@ def step(blob: bytes | None, events: Sequence[tuple[Event, int]], *,
             return StepOutput(None, None, [], None)
         first, _ = min(events, key=_order)
         state = GroupState(first.group, first.system, config.timeout_for(first.system))
-        return _replay_window(Stored(state, [], LONG_AGO, {}, LONG_AGO), events, watermark_ms, config)
+        return _replay_window(Stored(state, [], LONG_AGO, {}, LONG_AGO), events, watermark_ms,
+                              config, new_group=True)
     body = decode_body(blob)
     following = _following(body, events, watermark_ms, config)
     if following is None:
@@ -158,17 +168,34 @@ def refreshes_of(blob: bytes, config: StepConfig = StepConfig()) -> Refreshes:
 
 
 def metrics_of(blob: bytes) -> GroupMetrics:
-    """The group's metrics from its blob alone (rebuilds /metrics after a restart)."""
-    stored = decode(blob)
-    view = _replay(Replay(stored.settled), stored.pending, stored.now)
+    """The group's metrics from its blob alone."""
+    view = _restored_view(blob)
     return fnd.metrics(view.state, view.current_findings())
 
 
-def _replay_window(stored: Stored, events, watermark_ms, config: StepConfig) -> StepOutput:
+def snapshot_of(blob: bytes) -> tuple[GroupMetrics, GroupDetail]:
+    """The group's metrics and detail from its blob alone (a restart rebuilds /metrics and the
+    group pages with them)."""
+    view = _restored_view(blob)
+    return fnd.metrics(view.state, view.current_findings()), _detail(view)
+
+
+def _restored_view(blob: bytes) -> Replay:
+    stored = decode(blob)
+    return _replay(Replay(stored.settled), stored.pending, stored.now)
+
+
+def _replay_window(stored: Stored, events, watermark_ms, config: StepConfig,
+                   new_group: bool = False) -> StepOutput:
     """The full replay, which every other way equals: merge too-late events into the settled
     state, replay the window with the new events (publishing the transitions after the
-    published point), cut the new settled state at the new horizon."""
-    stored.settled.session_timeout_ms = config.timeout_for(stored.settled.system)
+    published point), cut the new settled state at the new horizon. The detail changed when
+    the group is new, the session timeout is another, a late event was merged (the settled
+    replay publishes nothing), an event landed at or behind the published point (history
+    changed), or a re-run after it changed something."""
+    timeout = config.timeout_for(stored.settled.system)
+    retimed = stored.settled.session_timeout_ms != timeout
+    stored.settled.session_timeout_ms = timeout
     published = (stored.now, stored.now_offset)
     settled = Replay(stored.settled)
     for event, offset in sorted((item for item in events if item[0].ts < stored.horizon),
@@ -181,7 +208,10 @@ def _replay_window(stored: Stored, events, watermark_ms, config: StepConfig) -> 
     clock = max([state.clock, *(e.ts for e, _ in window)])
     now = _step_now(clock, watermark_ms, state.now, stored.now)
     horizon = _next_horizon(stored.horizon, clock, watermark_ms, config.reorder_window_ms)
+    behind = (new_group or retimed or settled.changed
+              or any(_order(item) <= published for item in events))
     view = _publishing(settled, published)
+    view.changed = behind
     pending = _settle(view, window, horizon)
     settled_text = render_state(view.state)  # rendered now: the replay below goes on with it
     _replay(view, pending, now)
@@ -274,7 +304,7 @@ def _publishing(replay: Replay, published: tuple[int, int]) -> Replay:
 def _conclude(view: Replay, published: dict, published_at: tuple[int, int],
               kept: Stored) -> StepOutput:
     """Findings of the view, the transitions to publish after `published_at`, the new blob
-    (`kept` gives its settled state and window)."""
+    (`kept` gives its settled state and window), and the group's detail if it changed."""
     state = view.state
     current = view.current_findings()
     now = state.now
@@ -294,7 +324,15 @@ def _conclude(view: Replay, published: dict, published_at: tuple[int, int],
     # Spark wakes the group at its next expiry (of a member, a broker's entry, or the group
     # itself), so a group that goes quiet still expires, and its series go, in event time.
     return StepOutput(encode(kept), fnd.metrics(state, current), changes, next_deadline(state),
-                      refreshes)
+                      refreshes, _detail(view, open_now) if view.changed else None)
+
+
+def _detail(view: Replay, open_now: dict | None = None) -> GroupDetail:
+    state = view.state
+    current = view.current_findings()
+    if open_now is None:
+        open_now = {f.identity: state.since.get(f.identity, state.now) for f in current.findings}
+    return group_detail(state, open_now, {f.identity: f.detail for f in current.findings})
 
 
 def _last_pending(stored: Stored) -> tuple[int, int] | None:
@@ -357,6 +395,7 @@ def _restart(replay: Replay, event: Event, offset: int) -> None:
     boundary fell in the gap, it starts afresh here, so batching cannot change its counters."""
     old = replay.state
     _log(replay, old.since, {}, [], event.ts, offset)
+    replay.changed |= (event.ts, offset) > replay.published
     fresh = GroupState(old.group, event.system, old.session_timeout_ms)
     fresh.now = event.ts
     replay.state, replay.claims, replay.findings = fresh, {}, None
@@ -375,6 +414,7 @@ def _react(replay: Replay, change: Change, at: int, offset: int = -1) -> None:
     state.now = max(state.now, at)
     if not change.any:
         return
+    replay.changed |= (at, offset) > replay.published
     if change.alloc:
         before = replay.claims
         rerun(state, change.members)

@@ -24,6 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from streaming.core.contract import FindingRecord, GroupKey, GroupMetrics
+from streaming.exporter.details import GroupDetails
 
 GROUP_LABELS = ["system", "group", "cluster"]
 
@@ -148,7 +149,7 @@ class GroupText(Protocol):
 class SnapshotStore:
     """Thread-safe latest metrics per (system, group), plus job health. Written by the job's
     foreachBatch on the driver, read by the scrape thread. A `text` is kept up to date with the
-    groups."""
+    groups; `details` holds each group's latest detail (the group API's), removed with it."""
 
     def __init__(self, text: GroupText | None = None) -> None:
         self._lock = threading.Lock()
@@ -156,6 +157,7 @@ class SnapshotStore:
         self._groups: dict[GroupKey, GroupMetrics] = {}
         self._health = JobHealth()
         self._recent_findings: deque[FindingRecord] = deque(maxlen=200)
+        self.details = GroupDetails()
 
     def replace_group(self, metrics: GroupMetrics) -> None:
         if self._text is not None:
@@ -168,6 +170,7 @@ class SnapshotStore:
             self._text.remove(key)
         with self._lock:
             self._groups.pop(key, None)
+        self.details.remove(key)
 
     def update_health(self, **changes) -> None:
         """Change some JobHealth fields; the sink and the progress listener each own theirs."""

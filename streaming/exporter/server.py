@@ -1,8 +1,10 @@
-"""The /metrics HTTP endpoint: configure, start, stop (in that order, Burrow-style).
+"""The job's HTTP server, /metrics and the group API: configure, start, stop (in that order,
+Burrow-style).
 
 A scrape is answered in Prometheus' text format (0.0.4) without compression: the text kept
 rendered for the groups (exposition.GroupFamiliesText.exposition, given as `rendered`), then
-what the registry's collectors give. `?name[]=` restricts both, as prometheus_client does."""
+what the registry's collectors give. `?name[]=` restricts both, as prometheus_client does.
+The group API and pages (api.py, given as `groups`) answer under /api and /groups."""
 
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ from prometheus_client.exposition import (
     _SilentHandler,
 )
 
+from streaming.exporter.api import serves
+
 RenderedText = Callable[[Collection[str] | None], bytes]
 
 
@@ -29,8 +33,23 @@ class MetricsServerConfig:
     port: int = 9108
 
 
-def metrics_app(registry: CollectorRegistry, rendered: RenderedText | None = None):
-    """The WSGI app: prometheus_client's own, with the rendered text put first on a scrape."""
+def metrics_app(registry: CollectorRegistry, rendered: RenderedText | None = None,
+                groups=None):
+    """The WSGI app: prometheus_client's own, with the rendered text put first on a scrape;
+    the `groups` WSGI app (api.group_api) for its paths."""
+    metrics = _scrape_app(registry, rendered)
+    if groups is None:
+        return metrics
+
+    def app(environ, start_response):
+        if serves(environ.get("PATH_INFO", "")):
+            return groups(environ, start_response)
+        return metrics(environ, start_response)
+
+    return app
+
+
+def _scrape_app(registry: CollectorRegistry, rendered: RenderedText | None):
     plain = make_wsgi_app(registry)
     if rendered is None:
         return plain
@@ -51,9 +70,9 @@ def metrics_app(registry: CollectorRegistry, rendered: RenderedText | None = Non
 
 class MetricsServer:
     def __init__(self, config: MetricsServerConfig, registry: CollectorRegistry,
-                 rendered: RenderedText | None = None) -> None:
+                 rendered: RenderedText | None = None, groups=None) -> None:
         self._config = config
-        self._app = metrics_app(registry, rendered)
+        self._app = metrics_app(registry, rendered, groups)
         self._server = None
         self._thread = None
 

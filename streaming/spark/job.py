@@ -30,7 +30,7 @@ from pyspark.sql.streaming.state import GroupStateTimeout
 
 from streaming import option_values as values
 from streaming.core.state.shard import decode_shard
-from streaming.core.step import metrics_of
+from streaming.core.step import snapshot_of
 from streaming.delivery import DeliveryStats, Outbox, RetryPolicy
 from streaming.exporter import (
     ClientSeriesPolicy,
@@ -40,6 +40,7 @@ from streaming.exporter import (
     MetricsServerConfig,
     SnapshotStore,
 )
+from streaming.exporter.api import group_api
 from streaming.exporter.health import DeliveryCollector, RestartCounter, SourceCollector
 from streaming.exporter.prerender import Prerender
 from streaming.jars import spark_kafka_conf
@@ -97,7 +98,8 @@ def source_config(config: JobConfig) -> SourceConfig:
 
 
 def restore_snapshots(spark: SparkSession, checkpoint: str, store: SnapshotStore) -> int:
-    """Fill /metrics from the state store of the last committed batch, before any new event."""
+    """Fill /metrics and the groups' details from the state store of the last committed batch,
+    before any new event."""
     if not hadoop_path_exists(spark, checkpoint_child(checkpoint, "state")):
         return 0
     # The state store reader asks the driver's StateStoreCoordinator, which pyspark 4.2 only
@@ -115,7 +117,9 @@ def restore_snapshots(spark: SparkSession, checkpoint: str, store: SnapshotStore
     for row in rows:
         shard = row["value"]["groupState"]["blob"]
         for key, entry in decode_shard(bytes(shard)).items() if shard is not None else ():
-            store.replace_group(replace(metrics_of(entry.blob), cluster=key.cluster))
+            metrics, detail = snapshot_of(entry.blob)
+            store.replace_group(replace(metrics, cluster=key.cluster))
+            store.details.put(replace(detail, cluster=key.cluster).to_json())
             restored += 1
     return restored
 
@@ -209,7 +213,7 @@ class Monitor:
         self.registry.register(DeliveryCollector(self.delivery))
         self.registry.register(self.restarts)
         self.metrics = MetricsServer(MetricsServerConfig(config.metrics_host, config.metrics_port),
-                                     self.registry, self._group_families)
+                                     self.registry, self._group_families, group_api(self.store))
         self.query: StreamingQuery | None = None
         self._sink: BatchSink | None = None
 

@@ -1,5 +1,5 @@
-"""foreachBatch on the driver: the exporter's snapshots, the findings topic, the dead-letter topic,
-and the job's counters.
+"""foreachBatch on the driver: the exporter's snapshots (each group's metrics and detail), the
+findings topic, the dead-letter topic, and the job's counters.
 
 Counters are exactly-once per micro-batch id: a batch Spark re-runs after a crash (same id, same
 rows, since the state step is deterministic) refreshes the snapshots but is not counted or
@@ -26,7 +26,7 @@ from streaming.delivery import Delivery, Outbox, Record
 from streaming.exporter import SnapshotStore
 from streaming.spark.checkpoint_files import TextFile, checkpoint_child
 from streaming.spark.staleness import ClusterLiveness
-from streaming.spark.state_function import COUNTS, DEAD_LETTER, FINDING, METRICS, REMOVED
+from streaming.spark.state_function import COUNTS, DEAD_LETTER, DETAIL, FINDING, METRICS, REMOVED
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +88,9 @@ class BatchSink:
         self._batch_records: dict[int, int] = {}
         self._liveness = ClusterLiveness.from_json(self._counters.liveness, cluster_silence_ms,
                                                   cluster_forget_ms)
+        # The details the core wrote for groups held while their cluster is silent (in memory:
+        # a restart takes each group's detail from the state store).
+        self._held_details: dict[GroupKey, bytes] = {}
         for frozen in self._liveness.frozen.values():   # a restart shows them as they were
             if frozen.shown is not None:
                 self._store.replace_group(GroupMetrics.from_json(frozen.shown))
@@ -113,6 +116,9 @@ class BatchSink:
                 self._apply_counts(ShardCounts.from_json(bytes(row.payload)), first_time,
                                    accounted)
         for key, frozen in self._liveness.thaw():
+            held = self._held_details.pop(key, None)
+            if held is not None:
+                self._store.details.put(held)
             if frozen.pending is not None:
                 self._apply_group_row(key, *frozen.pending)
         for row in rows:
@@ -178,6 +184,13 @@ class BatchSink:
             self._store.record_finding(record)
             if count:
                 self._send(Record(self._findings_topic, payload, key.group.encode()))
+        elif kind == DETAIL:
+            # Held with the group's metrics while its cluster is silent: the page shows the
+            # group as it was, marked stale.
+            if self._liveness.is_silent(key.cluster):
+                self._held_details[key] = payload
+            else:
+                self._store.details.put(payload)
         elif kind == DEAD_LETTER and count:
             reason = (REASON_HEADER, (row.reason or "").encode())
             self._send(Record(self._dead_letter_topic, payload, headers=(reason,), cuttable=True))

@@ -4,12 +4,12 @@ Spark's key is a shard of groups (streaming.core.state.shard says why): per shar
 micro-batch it sorts the rows by group, (system, group), decodes each group's events, advances
 each group that has events or whose timeout the watermark passed (a step, or its refreshes kept
 for the next one), and emits rows for the driver: each stepped group's metrics (or "removed"),
-the findings that started or ended, dead letters, and the shard's counts. A step per group,
-with the watermark Spark gives the shard, is what the group's own key was given before: the
-groups of a shard never see each other. Each payload is the contract's own serialisation
-(streaming.core.contract), read back by the sink. The state is one binary blob (Spark's Python
-state crashes on array/map fields): the shard's entries, each a group's blob from the core, its
-timeout and its kept refreshes.
+its detail when what the detail shows changed, the findings that started or ended, dead letters,
+and the shard's counts. A step per group, with the watermark Spark gives the shard, is what
+the group's own key was given before: the groups of a shard never see each other. Each payload
+is the contract's own serialisation (streaming.core.contract), read back by the sink. The state
+is one binary blob (Spark's Python state crashes on array/map fields): the shard's entries, each
+a group's blob from the core, its timeout and its kept refreshes.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ ROUTED_COLUMNS = ("system", "group", "cluster", "value", "offset", "arrival_ms",
 _PARSER = EventParser()
 
 METRICS, REMOVED, FINDING, DEAD_LETTER, COUNTS = "metrics", "removed", "finding", "dead_letter", "counts"
+DETAIL = "detail"
 
 # Groups whose refreshes a Python worker remembers: about 24 KB each for a group of 10 clients
 # (docs/deploy.md, Sizing). A group beyond it is decoded again when its events come.
@@ -233,16 +234,20 @@ def _decode(key: GroupKey, rows: list[tuple], judge: RecordJudge, counts: Counts
 
 
 def _step_rows(key: GroupKey, output: StepOutput) -> list[tuple]:
-    """The step's rows, under the group's key: the core knows the group, not its cluster."""
-    findings, metrics = output.findings, output.metrics
+    """The step's rows, under the group's key: the core knows the group, not its cluster. The
+    detail only when something it shows changed."""
+    findings, metrics, detail = output.findings, output.metrics, output.detail
     if key.cluster != DEFAULT_CLUSTER:
         findings = [replace(record, cluster=key.cluster) for record in findings]
         metrics = metrics and replace(metrics, cluster=key.cluster)
+        detail = detail and replace(detail, cluster=key.cluster)
     rows = [(*key, FINDING, None, record.to_json()) for record in findings]
     if metrics is not None:
         rows.append((*key, METRICS, None, metrics.to_json()))
     elif output.blob is None:
         rows.append((*key, REMOVED, None, b""))
+    if detail is not None:
+        rows.append((*key, DETAIL, None, detail.to_json()))
     return rows
 
 

@@ -20,6 +20,7 @@ import heapq
 import json
 import shutil
 import signal
+import urllib.request
 import uuid
 from collections import Counter
 from dataclasses import dataclass
@@ -178,10 +179,17 @@ def test_restart_on_a_finished_checkpoint_shows_every_group_before_any_new_event
     assert killed.process.returncode == -signal.SIGKILL
     with job(kafka_bootstrap, workload, checkpoint, "reference") as process:
         first = process.first_scrape()
+        groups = json.loads(urllib.request.urlopen(
+            f"http://127.0.0.1:{process.port}/api/v1/groups", timeout=10).read())["groups"]
     # Nothing new was produced: the first answer of /metrics is the state restored from the
     # checkpoint (snapshots from the state store, counters from the counters file).
     assert comparable_series(first) == result.series
     assert first.groups() == {"crash-group", "collide-group", "skew-group"}
+    # And each group's detail, for its page: none waits for an event to be known.
+    assert {g["group"] for g in groups} == first.groups()
+    assert all(g["status"] != "unknown" for g in groups), groups
+    collide = next(g for g in groups if g["group"] == "collide-group")
+    assert collide["findings"].get("double_assignment"), collide
 
 
 def test_a_checkpoint_of_the_previous_state_layout_is_refused_with_what_to_do(

@@ -4,7 +4,7 @@ import pytest
 from confluent_kafka import KafkaError
 from pyspark.sql import Row
 
-from streaming.core.contract import FindingRecord, GroupKey
+from streaming.core.contract import FindingRecord, GroupDetail, GroupKey, MemberDetail
 from streaming.delivery import DeliveryStats, Outbox
 from streaming.exporter import SnapshotStore
 from streaming.spark.checkpoint_files import LocalTextFile
@@ -221,3 +221,32 @@ def test_a_cluster_silent_past_the_forget_time_is_retired(tmp_path):
     sink(CollectedBatch([clusters_counts({"a": 1_000 + 86_400_001})]), 2)
     assert store.group(gb) is None
     assert "b" not in store.health().clusters
+
+
+def detail_row(group: str, cluster: str, members: int) -> Row:
+    detail = GroupDetail("rocketmq", group, (), tuple(
+        MemberDetail(f"c{i}", "", ("T",), "AVG") for i in range(members)), (), cluster)
+    return row("detail", group=group, payload=detail.to_json(), cluster=cluster)
+
+
+def test_a_groups_detail_is_kept_until_the_group_goes(tmp_path):
+    sink, store, _ = make_sink(tmp_path)
+    key = GroupKey("rocketmq", "g")
+    sink.apply_rows([doubled("g", "default", 2), detail_row("g", "default", 2)], batch_id=0)
+    assert len(store.details.get(key).members) == 2
+    sink.apply_rows([doubled("g", "default", 2)], batch_id=1)      # no change, no detail row
+    assert len(store.details.get(key).members) == 2
+    sink.apply_rows([row("removed")], batch_id=2)
+    assert store.details.get(key) is None
+
+
+def test_a_silent_clusters_group_detail_is_held_with_its_metrics(tmp_path):
+    sink, store, _ = make_sink(tmp_path)
+    gb = GroupKey("rocketmq", "g", "b")
+    sink(CollectedBatch([clusters_counts({"a": 1_000, "b": 1_000}), doubled("g", "b", 2),
+                         detail_row("g", "b", 2)]), 0)
+    sink(CollectedBatch([clusters_counts({"a": 200_000}), doubled("g", "b", 1),
+                         detail_row("g", "b", 1)]), 1)
+    assert len(store.details.get(gb).members) == 2       # as it was when b went silent
+    sink(CollectedBatch([clusters_counts({"b": 201_000})]), 2)
+    assert len(store.details.get(gb).members) == 1

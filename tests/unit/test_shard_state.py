@@ -208,6 +208,8 @@ def _per_group_run(batches):
                 rows.append((*key, "metrics", output.metrics.to_json()))
             elif output.blob is None:
                 rows.append((*key, "removed", b""))
+            if output.detail is not None:
+                rows.append((*key, "detail", output.detail.to_json()))
         out.append((rows, valid))
     return out, entries
 

@@ -1,0 +1,263 @@
+"""The group API and pages: read-only, on the same HTTP server as /metrics (docs/api.md).
+
+    GET /api/v1/groups                               every group, those in trouble first
+    GET /api/v1/groups/<system>/<cluster>/<group>    one group: queues, members, open findings
+    GET /groups                                      the list as a page
+    GET /groups/<system>/<cluster>/<group>           the group as a page
+
+Path segments are percent-encoded (a group name may hold "/"). Only GET and HEAD are answered
+(405 otherwise); an unknown group is a 404. A group whose detail has not arrived says so
+(status "unknown"), and a group of a silent cluster is marked stale: neither is shown as fine.
+
+    >>> from streaming.exporter.collector import SnapshotStore
+    >>> app = group_api(SnapshotStore())
+    >>> answer = call(app, "/api/v1/groups/rocketmq/default/nope")
+    >>> answer.status, answer.json()
+    ('404 Not Found', {'error': 'no group rocketmq/default/nope'})
+    >>> call(app, "/api/v1/groups", method="POST").status
+    '405 Method Not Allowed'
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from urllib.parse import quote, unquote
+
+from streaming.core.contract import GroupDetail, GroupKey, GroupMetrics, MemberRef
+from streaming.core.findings import CONFLICT_KINDS
+from streaming.exporter.details import DetailSummary
+
+API_PREFIX = "/api/v1/groups"
+PAGE_PREFIX = "/groups"
+JSON_TYPE = "application/json"
+HTML_TYPE = "text/html; charset=utf-8"
+# trouble: open findings; unknown: no detail yet; stale: its cluster is silent, shown as it was.
+STATUS_ORDER = {"trouble": 0, "unknown": 1, "stale": 2, "ok": 3}
+
+
+@dataclass(frozen=True)
+class GroupRow:
+    """One line of the group list."""
+
+    key: GroupKey
+    status: str
+    stale: bool
+    kinds: tuple[tuple[str, int], ...]
+    since_ms: int | None
+    members: int
+    event_time_ms: int
+
+
+@dataclass(frozen=True)
+class GroupView:
+    """One group as its page shows it: the latest metrics, the latest detail (None: not arrived
+    yet), and whether its cluster is silent."""
+
+    key: GroupKey
+    status: str
+    stale: bool
+    metrics: GroupMetrics
+    detail: GroupDetail | None
+
+
+def status_of(summary: DetailSummary | None, stale: bool) -> str:
+    if summary is None:
+        return "unknown"
+    if summary.kinds:
+        return "trouble"
+    return "stale" if stale else "ok"
+
+
+def group_rows(groups: Iterable[GroupMetrics], summaries: dict[GroupKey, DetailSummary],
+               stale: set[GroupKey]) -> list[GroupRow]:
+    """Every group, in trouble first (a double assignment or an orphan before other findings,
+    then the oldest first), then those whose detail has not arrived, then the stale, then the
+    fine, each by key."""
+    rows = []
+    for metrics in groups:
+        key = metrics.key
+        summary = summaries.get(key)
+        rows.append(GroupRow(key, status_of(summary, key in stale), key in stale,
+                             summary.kinds if summary else (),
+                             summary.since_ms if summary else None, metrics.members,
+                             metrics.event_time_ms))
+
+    def order(row: GroupRow):
+        conflict = any(kind in CONFLICT_KINDS for kind, _ in row.kinds)
+        since = row.since_ms if row.since_ms is not None else 2**63
+        return STATUS_ORDER[row.status], not conflict, since, row.key
+
+    return sorted(rows, key=order)
+
+
+def group_path(prefix: str, key: GroupKey) -> str:
+    return "/".join([prefix, *(quote(part, safe="") for part in (key.system, key.cluster,
+                                                                   key.group))])
+
+
+def resolve(rest: str, known: Callable[[GroupKey], bool]) -> GroupKey | None:
+    """<system>/<cluster>/<group> (decoded): the group may hold "/", and so may a cluster, so
+    each split is tried and the first known one wins; None if none is known."""
+    parts = rest.split("/")
+    if len(parts) < 3:
+        return None
+    for cut in range(2, len(parts)):
+        key = GroupKey(parts[0], "/".join(parts[cut:]), "/".join(parts[1:cut]))
+        if key.group and known(key):
+            return key
+    if "+" in rest:   # an alert's link: Prometheus' urlquery writes a space as "+"
+        return resolve(rest.replace("+", " "), known)
+    return None
+
+
+def row_json(row: GroupRow) -> dict:
+    return {"system": row.key.system, "cluster": row.key.cluster, "group": row.key.group,
+            "status": row.status, "stale": row.stale, "findings": dict(row.kinds),
+            "since_ms": row.since_ms, "members": row.members,
+            "event_time_ms": row.event_time_ms,
+            "url": group_path(API_PREFIX, row.key), "page": group_path(PAGE_PREFIX, row.key)}
+
+
+def group_json(view: GroupView) -> dict:
+    key, detail = view.key, view.detail
+    out = {"system": key.system, "cluster": key.cluster, "group": key.group,
+           "status": view.status, "stale": view.stale,
+           "event_time_ms": view.metrics.event_time_ms, "members": view.metrics.members,
+           "assignor": view.metrics.assignor, "group_type": view.metrics.group_type,
+           "page": group_path(PAGE_PREFIX, key)}
+    if detail is None:
+        return {**out, "detail": None,
+                "note": "the group's detail has not arrived yet: nothing is known to be fine"}
+    doubled, orphaned = conflicted_queues(detail)
+    return {**out, "detail": {
+        "queues": [{"topic": q.topic, "broker": q.broker, "queue_id": q.queue_id,
+                    "in_route": q.in_route,
+                    "double_assigned": (q.topic, (q.broker, q.queue_id)) in doubled,
+                    "orphaned": (q.topic, (q.broker, q.queue_id)) in orphaned,
+                    "reported": _owners(q.reported), "rerun": _owners(q.rerun),
+                    "target": _owners(q.target)} for q in detail.queues],
+        "members": [{"client_id": m.client_id, "address": m.address, "topics": list(m.topics),
+                     "strategy": m.strategy, "model": m.model, "shared": m.shared,
+                     "view": {"clients": None if m.view_clients is None else list(m.view_clients),
+                              "queues": None if m.view_queues is None else
+                              {t: [list(q) for q in qs] for t, qs in m.view_queues.items()}},
+                     "owned": None if m.owned is None else [list(o) for o in m.owned],
+                     "brokers": list(m.brokers)} for m in detail.members],
+        "findings": [{"kind": f.kind, "since_ms": f.since, "topic": f.topic,
+                      "queue": None if f.queue is None else list(f.queue),
+                      "clients": list(f.clients), "address": f.address,
+                      "brokers": list(f.brokers), "detail": f.detail}
+                     for f in detail.findings]}}
+
+
+def conflicted_queues(detail: GroupDetail) -> tuple[set, set]:
+    """The (topic, queue) of the open double assignments, and of the open orphans."""
+    doubled = {(f.topic, f.queue) for f in detail.findings if f.kind == "double_assignment"}
+    orphaned = {(f.topic, f.queue) for f in detail.findings if f.kind == "orphaned_queue"}
+    return doubled, orphaned
+
+
+def _owners(refs: tuple[MemberRef, ...]) -> list[dict]:
+    return [{"client_id": client_id, "address": address} for client_id, address in refs]
+
+
+class Answer:
+    """A WSGI answer: status, headers, body."""
+
+    def __init__(self, status: str, content_type: str, body: bytes,
+                 headers: tuple[tuple[str, str], ...] = ()) -> None:
+        self.status, self.content_type, self.body, self.headers = (status, content_type, body,
+                                                                   headers)
+
+    def json(self):
+        return json.loads(self.body)
+
+
+def _json(status: str, data, headers=()) -> Answer:
+    return Answer(status, JSON_TYPE, json.dumps(data, ensure_ascii=False).encode(), headers)
+
+
+def group_api(store):
+    """The WSGI app over a SnapshotStore (collector.py): its groups, details and health."""
+    from streaming.exporter import pages
+
+    def views() -> tuple[list[GroupRow], set[GroupKey]]:
+        stale = set(store.health().stale_groups)
+        return group_rows(store.groups(), store.details.summaries(), stale), stale
+
+    def view_of(rest: str) -> GroupView | None:
+        key = resolve(rest, lambda k: store.group(k) is not None)
+        metrics = store.group(key) if key is not None else None
+        if metrics is None:
+            return None
+        stale = key in set(store.health().stale_groups)
+        return GroupView(key, status_of(store.details.summary(key), stale), stale, metrics,
+                         store.details.get(key))
+
+    def answer(method: str, path: str, query: str) -> Answer:
+        if method not in ("GET", "HEAD"):
+            return _json("405 Method Not Allowed", {"error": "read-only: GET only"},
+                         (("Allow", "GET, HEAD"),))
+        if path in (API_PREFIX, API_PREFIX + "/"):
+            rows, _ = views()
+            return _json("200 OK", {"groups": [row_json(row) for row in rows],
+                                    "event_time_ms": store.health().max_event_time_ms})
+        if path in (PAGE_PREFIX, PAGE_PREFIX + "/"):
+            rows, _ = views()
+            return Answer("200 OK", HTML_TYPE,
+                          pages.groups_page(rows, show_all="all=1" in query.split("&")).encode())
+        for prefix, render in ((API_PREFIX + "/", None), (PAGE_PREFIX + "/", pages.group_page)):
+            if path.startswith(prefix):
+                view = view_of(path[len(prefix):])
+                if view is None:
+                    message = f"no group {path[len(prefix):]}"
+                    if render is None:
+                        return _json("404 Not Found", {"error": message})
+                    return Answer("404 Not Found", HTML_TYPE, pages.not_found(message).encode())
+                if render is None:
+                    return _json("200 OK", group_json(view))
+                return Answer("200 OK", HTML_TYPE, render(view).encode())
+        return _json("404 Not Found", {"error": f"no such endpoint {path}"})
+
+    def app(environ, start_response):
+        method = environ["REQUEST_METHOD"]
+        path = _utf8_path(environ.get("PATH_INFO", ""))
+        result = answer(method, path, environ.get("QUERY_STRING", ""))
+        body = b"" if method == "HEAD" else result.body
+        start_response(result.status, [("Content-Type", result.content_type),
+                                       ("Content-Length", str(len(result.body))),
+                                       ("Cache-Control", "no-store"), *result.headers])
+        return [body]
+
+    return app
+
+
+def _utf8_path(path: str) -> str:
+    """wsgiref decodes the path's percent-escapes as latin-1; the bytes were UTF-8."""
+    try:
+        return path.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        return path
+
+
+def serves(path: str) -> bool:
+    """Whether the path is the group API's or its pages' (the rest is /metrics)."""
+    return any(path == prefix or path.startswith(prefix + "/")
+               for prefix in (API_PREFIX, PAGE_PREFIX, "/api"))
+
+
+def call(app, path: str, method: str = "GET", query: str = "") -> Answer:
+    """Call a WSGI app in process (tests, doctests), with the path as a client sends it
+    (percent-encoded) and as wsgiref decodes it."""
+    started: list[tuple[str, dict]] = []
+
+    def start_response(status, headers):
+        started.append((status, dict(headers)))
+
+    environ = {"REQUEST_METHOD": method, "PATH_INFO": unquote(path, encoding="latin-1"),
+               "QUERY_STRING": query}
+    body = b"".join(app(environ, start_response))
+    status, headers = started[-1]
+    return Answer(status, headers["Content-Type"], body, tuple(headers.items()))

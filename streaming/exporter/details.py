@@ -1,0 +1,73 @@
+"""The latest GroupDetail of each group, on the driver, for the group API and pages.
+
+The state function emits a group's detail only when something it shows changed, so the latest
+one received is the group's detail until the next. Kept as the bytes received, compressed
+(about 550 bytes for a group of 10 clients and 32 queues, 3.3 KB as JSON; what a page asks for
+is parsed then), with a small summary taken once on arrival: the open finding kinds and the
+oldest `since`, which the group list sorts by. One entry per group the job has: the sink
+removes it with the group.
+
+    >>> from streaming.core.contract import GroupDetail, OpenFinding
+    >>> details = GroupDetails()
+    >>> details.put(GroupDetail("rocketmq", "g", (), (), (OpenFinding("skew", 5),)).to_json())
+    >>> details.summary(GroupKey("rocketmq", "g"))
+    DetailSummary(kinds=(('skew', 1),), since_ms=5)
+    >>> details.remove(GroupKey("rocketmq", "g")); details.get(GroupKey("rocketmq", "g"))
+"""
+
+from __future__ import annotations
+
+import threading
+import zlib
+from collections import Counter
+from typing import NamedTuple
+
+from streaming.core.contract import GroupDetail, GroupKey
+
+
+class DetailSummary(NamedTuple):
+    """A group's open findings, counted by kind (sorted by kind), and the oldest one's start."""
+
+    kinds: tuple[tuple[str, int], ...]
+    since_ms: int | None
+
+
+class GroupDetails:
+    """Thread-safe: written by the job's foreachBatch, read by the HTTP server's threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._payloads: dict[GroupKey, bytes] = {}
+        self._summaries: dict[GroupKey, DetailSummary] = {}
+
+    def put(self, payload: bytes) -> None:
+        """A GroupDetail as the state function serialised it (GroupDetail.to_json)."""
+        detail = GroupDetail.from_json(payload)
+        kinds = Counter(finding.kind for finding in detail.findings)
+        summary = DetailSummary(tuple(sorted(kinds.items())),
+                                min((f.since for f in detail.findings), default=None))
+        with self._lock:
+            self._payloads[detail.key] = zlib.compress(payload, 1)
+            self._summaries[detail.key] = summary
+
+    def remove(self, key: GroupKey) -> None:
+        with self._lock:
+            self._payloads.pop(key, None)
+            self._summaries.pop(key, None)
+
+    def get(self, key: GroupKey) -> GroupDetail | None:
+        with self._lock:
+            payload = self._payloads.get(key)
+        return None if payload is None else GroupDetail.from_json(zlib.decompress(payload))
+
+    def summary(self, key: GroupKey) -> DetailSummary | None:
+        with self._lock:
+            return self._summaries.get(key)
+
+    def summaries(self) -> dict[GroupKey, DetailSummary]:
+        with self._lock:
+            return dict(self._summaries)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._payloads)

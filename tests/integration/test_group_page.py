@@ -1,0 +1,117 @@
+"""The group page in a real headless chromium, over the real demo (`rebalance-monitor demo`: a
+real broker, the simulated fleet, local Spark): a live double assignment shows there, its
+queues marked, each with both owners. The page is kept as a screenshot in build/test-artifacts.
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.integration.browser import headless_chromium, keep, require_browser
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+COMMAND = Path(sys.executable).parent / "rebalance-monitor"
+
+
+def test_the_group_page_shows_a_live_double_assignments_queues_and_both_owners(tmp_path):
+    require_browser()        # before the demo: without a browser there is nothing to check
+    started = time.monotonic()
+    # client-id-collision: two containers share one client id, so both take the first slot's
+    # queues for the scenario's whole run.
+    process = subprocess.Popen(
+        [str(COMMAND), "demo", "--scenarios", "client-id-collision", "--duration", "600",
+         "--metrics-port", "0", "--refresh", "5"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    try:
+        base = _base_url(process)
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True)
+        reader.start()
+        group, doubled = _wait_for_double_assignment(base, process, started + 240)
+        with headless_chromium(tmp_path) as driver:
+            rows = _doubled_rows_in_browser(driver, base + group["page"], doubled,
+                                            started + 300)
+            screenshot = keep(driver, "group-page-double-assignment")
+        assert screenshot.stat().st_size > 0
+        for queue, owners in doubled.items():
+            assert queue in rows, (queue, rows)
+            # Both owners, each as its client id and its address (they share the client id).
+            assert owners <= rows[queue], (queue, owners, rows[queue])
+            assert len(owners) >= 2
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGINT)
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+
+
+def _base_url(process) -> str:
+    for line in process.stdout:
+        match = re.search(r"groups (http://\S+)/groups", line)
+        if match:
+            return match.group(1)
+    raise AssertionError("the demo ended before announcing its group pages")
+
+
+def _get(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def _wait_for_double_assignment(base: str, process, deadline: float) -> tuple[dict, dict]:
+    """Poll the API until a group has an open double assignment: that group's list entry, and
+    its double-assigned queues, each with its owners as the page writes them."""
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "the demo ended"
+        for group in _get(base + "/api/v1/groups")["groups"]:
+            if "double_assignment" not in group["findings"]:
+                continue
+            detail = _get(base + group["url"])["detail"]
+            doubled = {_queue_name(q): {_owner(o) for o in q["reported"] or q["rerun"]}
+                       for q in (detail or {}).get("queues", ()) if q["double_assigned"]}
+            if doubled:
+                return group, doubled
+        time.sleep(1)
+    raise AssertionError("no double assignment in the demo's groups in time")
+
+
+def _queue_name(queue: dict) -> str:
+    return f"{queue['broker']}:{queue['queue_id']}" if queue["broker"] else \
+        f"partition {queue['queue_id']}"
+
+
+def _owner(owner: dict) -> str:
+    return owner["client_id"] + (f" ({owner['address']})" if owner["address"] else "")
+
+
+def _doubled_rows_in_browser(driver, url: str, expected: dict, deadline: float) -> dict:
+    """Load the page until its marked rows hold the expected queues (the demo moves on while
+    the browser starts): queue -> the owners listed in its row."""
+    from selenium.webdriver.common.by import By
+
+    rows: dict[str, set[str]] = {}
+    while time.monotonic() < deadline:
+        driver.get(url)
+        rows = {}
+        for row in driver.find_elements(By.CSS_SELECTOR, "table.queues tr.queue.double"):
+            assert row.find_element(By.CSS_SELECTOR, "td.state").text == "double-assigned"
+            queue = row.find_element(By.CSS_SELECTOR, "td.queue-id").text
+            rows[queue] = {owner.text for owner in row.find_elements(By.CSS_SELECTOR,
+                                                                     "li.owner")}
+        if expected.keys() <= rows.keys():
+            return rows
+        time.sleep(1)
+    return rows
