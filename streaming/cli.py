@@ -22,6 +22,8 @@ SUBCOMMANDS = {
     "observe-kafka": ("producers.kafka_observer", "emit events for a Kafka cluster's groups"),
     "observe-rocketmq": ("producers.rocketmq.cli",
                          "emit events for a RocketMQ cluster's groups (from its NameServer)"),
+    "alert-rules": ("streaming.alert_rules",
+                    "print the alert rules with runbook links to your copy of the docs"),
 }
 
 

@@ -22,7 +22,9 @@ import argparse
 import os
 import re
 import sys
+import urllib.parse
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 MAX_PORT = 65_535
 
@@ -154,6 +156,31 @@ def key_value(text: str) -> str:
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     return str(text)
+
+
+# What RFC 3986 allows in a URL, less the fragment (the command appends one) and whatever would
+# end a plain YAML value or open a Prometheus template.
+_URL_CHARACTERS = re.compile(r"[A-Za-z0-9\-._~:/?\[\]@!$&'()*+,;=%]+")
+
+
+def absolute_url(text: str) -> str:
+    """An absolute http(s) URL without a fragment: https://wiki.example.com/rebalance/metrics.md"""
+    url = str(text).strip()
+    try:
+        parts = urllib.parse.urlsplit(url) if _URL_CHARACTERS.fullmatch(url) else None
+    except ValueError:                  # a bracketed host that is no IPv6 address
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
+        raise argparse.ArgumentTypeError(
+            f"expected an absolute http(s) URL without '#', got {text!r}")
+    return url
+
+
+def readable_file(text: str) -> Path:
+    path = Path(str(text))
+    if not str(text).strip() or not path.is_file():
+        raise argparse.ArgumentTypeError(f"no such file: {text!r}")
+    return path
 
 
 def names(text: str) -> str:

@@ -257,24 +257,31 @@ def dashboard_panels(path: Path, rows: Callable[[str | None], bool] = lambda row
 def panel_queries(path: Path, variables: Mapping[str, str],
                   rows: Callable[[str | None], bool] = lambda row: True) -> list[tuple[str, str]]:
     """(panel title, PromQL) for every target, with Grafana's variables substituted."""
+    return [(panel["title"], with_variables(target["expr"], variables))
+            for panel in dashboard_panels(path, rows) for target in panel.get("targets", [])]
+
+
+def with_variables(expr: str, variables: Mapping[str, str]) -> str:
+    """The query as Grafana sends it: its built-in and dashboard variables replaced. A variable
+    left without a value is an error, not a query that silently matches nothing."""
     values = dict(GRAFANA_BUILTINS)
     for name, value in variables.items():
         values["${" + name + "}"] = value
         values["$" + name] = value
-    queries = []
-    for panel in dashboard_panels(path, rows):
-        for target in panel.get("targets", []):
-            expr = target["expr"]
-            for name in sorted(values, key=len, reverse=True):
-                expr = expr.replace(name, values[name])
-            queries.append((panel["title"], expr))
-    return queries
+    for name in sorted(values, key=len, reverse=True):
+        expr = expr.replace(name, values[name])
+    unresolved = re.findall(r"\$\{?\w+", expr)
+    if unresolved:
+        raise HarnessError(f"no value for {sorted(set(unresolved))} in {expr!r}")
+    return expr
 
 
 def resolve_variables(path: Path, prometheus: PrometheusHarness,
                       prefer: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Values for the dashboard's label_values() variables: `prefer` when offered, else the
-    first value Prometheus lists (as Grafana picks by default)."""
+    """Values for the dashboard's label_values() variables, in order, each listed within the
+    values chosen before it (as Grafana chains them): `prefer` when Prometheus lists it, else
+    All (the variable's allValue) where the variable offers it, else the first value listed
+    (as Grafana picks by default)."""
     dashboard = json.loads(path.read_text())
     chosen: dict[str, str] = {}
     for variable in dashboard["templating"]["list"]:
@@ -283,9 +290,14 @@ def resolve_variables(path: Path, prometheus: PrometheusHarness,
         match = re.fullmatch(r"label_values\((.+),\s*(\w+)\)", variable["definition"].strip())
         if match is None:
             raise HarnessError(f"unsupported variable query {variable['definition']!r}")
-        values = prometheus.label_values(match.group(2), match.group(1))
+        values = prometheus.label_values(match.group(2), with_variables(match.group(1), chosen))
         if not values:
             raise HarnessError(f"no values for variable {variable['name']}")
         wanted = (prefer or {}).get(variable["name"])
-        chosen[variable["name"]] = wanted if wanted in values else sorted(values)[0]
+        if wanted in values:
+            chosen[variable["name"]] = wanted
+        elif variable.get("includeAll"):
+            chosen[variable["name"]] = variable["allValue"]
+        else:
+            chosen[variable["name"]] = sorted(values)[0]
     return chosen

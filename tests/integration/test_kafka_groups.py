@@ -48,6 +48,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SYSTEM = "kafka"
 CLUSTER = "kafka-under-test"
+ALL_VALUES = ".*"       # a dashboard variable set to All (its allValue)
 FAST_FOR = {"RebalanceKafkaHandoffStuck": "3s", "RebalanceDoubleAssignment": "3s"}
 
 
@@ -191,7 +192,9 @@ def test_a_kip_848_group_hands_off_a_killed_members_partitions_with_no_double_as
         assert watched.value(scrape, "rebalance_kafka_target_skew_ratio", group) == 1.0
         # The group dashboard's KIP-848 row, each panel's query run by the real Prometheus.
         group_dashboard = next(p for p in DASHBOARDS if p.name == "rebalance-group.json")
-        for title, expr in panel_queries(group_dashboard, {"group": group},
+        variables = {"system": SYSTEM, "cluster": CLUSTER, "group": group,
+                     "job": ALL_VALUES, "instance": ALL_VALUES}
+        for title, expr in panel_queries(group_dashboard, variables,
                                          rows=lambda row: row == KAFKA_ROW):
             assert watched.prometheus.wait_for_data(expr, timeout=60), title
 

@@ -31,6 +31,8 @@ from tests.integration.prometheus_harness import (
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 FAST_FOR = {"RebalanceDoubleAssignment": "3s"}
+# What the dashboards' variables name: the group (system, cluster, name) and its monitor's target.
+DRILL_DOWN_LABELS = ("system", "cluster", "group", "job", "instance")
 
 
 def require(binary: str) -> None:
@@ -87,13 +89,27 @@ def test_every_panel_returns_data_and_double_assignment_fires(request, tmp_path:
         alert = firing[0]
         assert alert["labels"]["severity"] == "critical"
         assert float(alert["value"]) >= 1
-        conflicted = alert["labels"]["group"]
+        # The dashboards as the alert's drill-down opens them: that group, that monitor.
+        conflicted = {label: alert["labels"][label] for label in DRILL_DOWN_LABELS}
         empty = []
         for path in DASHBOARDS:
-            variables = resolve_variables(path, prometheus, prefer={"group": conflicted})
+            variables = resolve_variables(path, prometheus, prefer=conflicted)
+            assert variables == {name: conflicted[name] for name in variables}, path.name
             for title, expr in panel_queries(path, variables, rows=lambda row: row != KAFKA_ROW):
                 try:
                     prometheus.wait_for_data(expr, timeout=60)
                 except HarnessError as error:  # collect every empty panel, then fail once
                     empty.append(f"{path.name} / {title}: {expr} ({error})")
         assert empty == []
+        assert_the_drill_down_rows_carry_every_variable(prometheus, conflicted)
+
+
+def assert_the_drill_down_rows_carry_every_variable(prometheus, conflicted: dict) -> None:
+    """Each row of the overview's table names the labels its link hands the group dashboard."""
+    overview = next(path for path in DASHBOARDS if path.name == "rebalance-overview.json")
+    table = [expr for title, expr in panel_queries(overview, conflicted)
+             if title == "Groups, worst first"]
+    assert len(table) == 5
+    for expr in table:
+        rows = prometheus.wait_for_data(expr, timeout=60)
+        assert all(set(DRILL_DOWN_LABELS) <= set(row["metric"]) for row in rows), (expr, rows)

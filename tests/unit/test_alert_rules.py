@@ -9,13 +9,16 @@ when missing, a failure when CI=true.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
+import urllib.parse
 from pathlib import Path
 
 import pytest
 import yaml
 
+from streaming.alert_rules import with_runbook_base_url
 from tests.unit.metric_contract import (
     CONTRACT_METRICS,
     REPO,
@@ -30,6 +33,10 @@ pytestmark = pytest.mark.unit
 PROMETHEUS_DIR = REPO / "dashboards" / "prometheus"
 RULE_TESTS = sorted((PROMETHEUS_DIR / "tests").glob("*.test.yml"))
 ALERTMANAGER_CONFIG = REPO / "dashboards" / "alertmanager" / "alertmanager.yml"
+METRICS_DOC = REPO / "docs" / "metrics.md"
+# Where the shipped rules link each alert's runbook (docs/metrics.md as published);
+# `rebalance-monitor alert-rules --runbook-base-url` moves them (test_alert_rules_command.py).
+SHIPPED_RUNBOOK_BASE = "https://rebalance-monitor.example/docs/metrics.md"
 
 # alert -> (severity, for); the issue fixes these.
 REQUIRED_ALERTS = {
@@ -44,6 +51,7 @@ REQUIRED_ALERTS = {
     "RebalanceKafkaHandoffStuck": ("critical", "2m"),
     "RebalanceKafkaTargetUnassigned": ("critical", "5m"),
     "RebalanceKafkaTargetSkew": ("warning", "15m"),
+    "RebalanceBrokerSplitView": ("critical", "5m"),
     "RebalanceMonitorStalled": ("critical", None),
     "RebalanceMonitorInvalidEvents": ("warning", "10m"),
     "RebalanceMonitorUndeliveredRecords": ("warning", None),
@@ -74,6 +82,18 @@ def run(*args: str | Path, cwd: Path = REPO) -> subprocess.CompletedProcess:
 
 def alerts() -> list[dict]:
     return [rule for rule in load_rules() if "alert" in rule]
+
+
+def heading_anchors(markdown: str) -> set[str]:
+    """The anchors a Markdown renderer (GitHub's, and most others) gives the headings:
+    lower case, punctuation dropped, spaces to hyphens. Lines in code blocks are no headings."""
+    anchors, in_code = set(), False
+    for line in markdown.splitlines():
+        in_code ^= line.startswith("```")
+        if not in_code and re.match(r"#{1,6} ", line):
+            title = line.lstrip("#").strip().lower()
+            anchors.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+    return anchors
 
 
 def test_promtool_check_rules_passes():
@@ -130,8 +150,9 @@ def test_every_required_alert_exists_with_severity_for_and_operator_text():
             if for_duration is not None:
                 assert rule.get("for") == for_duration, name
             annotations = rule["annotations"]
-            assert set(annotations) == {"summary", "description", "runbook"}, name
-            assert annotations["runbook"] == f"docs/metrics.md#{name.lower()}"
+            assert set(annotations) - {"group_page_url"} == {"summary", "description",
+                                                              "runbook_url"}, name
+            assert annotations["runbook_url"] == f"{SHIPPED_RUNBOOK_BASE}#{name.lower()}"
             assert len(annotations["description"]) > 150, f"{name}: say what to do"
 
 
@@ -154,10 +175,49 @@ def test_operator_commands_are_named_in_the_descriptions():
     assert "mqadmin consumerStatus" in text["RebalanceDoubleAssignment"]
     assert "consumerProgress shows one client per queue" in text["RebalanceDoubleAssignment"]
     assert "kafka-consumer-groups.sh" in text["RebalanceDoubleAssignment"]
-    assert "mqadmin consumerProgress" in text["RebalanceOrphanedQueues"]
+    assert "mqadmin consumerStatus" in text["RebalanceOrphanedQueues"]
     assert "version" in text["RebalanceStrategyInconsistent"]
     assert "restart" in text["RebalanceDoubleAssignment"]
     assert "dead-letter" in text["RebalanceMonitorInvalidEvents"]
+
+
+def test_no_alert_sends_operators_to_consumer_progress():
+    """mqadmin consumerProgress keeps one client per queue, so it shows a doubled queue with a
+    single owner: an alert must not send anyone there to check ownership."""
+    assert [rule["alert"] for rule in alerts()
+            if "mqadmin consumerProgress" in rule["annotations"]["description"]] == []
+
+
+def test_every_runbook_url_is_absolute_and_lands_on_a_heading_of_the_metrics_doc():
+    anchors = heading_anchors(METRICS_DOC.read_text())
+    for rule in alerts():
+        url = urllib.parse.urlsplit(rule["annotations"]["runbook_url"])
+        assert url.scheme == "https" and url.netloc, rule["alert"]
+        assert url.fragment in anchors, (rule["alert"], url.fragment)
+
+
+def test_heading_anchors_follow_the_renderers_rule():
+    markdown = ("# Metrics and alerts\n### RebalanceStorm\n## 6. /metrics: where\n"
+                "not a heading\n```\n# a comment in a code block\n```\n")
+    assert heading_anchors(markdown) == {"metrics-and-alerts", "rebalancestorm", "6-metrics-where"}
+
+
+def test_rule_tests_fail_when_a_runbook_url_moves(tmp_path: Path):
+    """The promtool tests assert each runbook_url exactly, host and anchor."""
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "tests").mkdir()
+    for path in RULE_FILES:
+        text = path.read_text()
+        if path.name == "rebalance-alerts.yml":
+            text, moved = with_runbook_base_url(text, "https://elsewhere.example/metrics.md")
+            assert moved == len(alerts())
+        (tmp_path / "rules" / path.name).write_text(text)
+    test_file = tmp_path / "tests" / "alerts.test.yml"
+    shutil.copy(PROMETHEUS_DIR / "tests" / "rebalance-alerts.test.yml", test_file)
+    result = run(tool("promtool"), "test", "rules", test_file)
+    assert result.returncode == 1
+    assert "https://elsewhere.example/metrics.md#rebalancedoubleassignment" in (
+        result.stderr + result.stdout)
 
 
 def test_rules_read_only_contract_metrics_and_recorded_series():
@@ -179,10 +239,36 @@ def test_every_alert_has_a_firing_case_and_a_silent_case_in_the_rule_tests():
 
 
 def test_docs_describe_every_metric_recording_rule_and_alert_with_a_runbook_section():
-    docs = (REPO / "docs" / "metrics.md").read_text()
+    docs = METRICS_DOC.read_text()
     for name in sorted(CONTRACT_METRICS | recording_rule_names()):
         assert f"`{name}`" in docs, name
     headings = {line[4:].strip().lower() for line in docs.splitlines() if line.startswith("### ")}
     for rule in alerts():
         assert f"| {rule['alert']}" in docs, rule["alert"]
-        assert rule["annotations"]["runbook"].split("#")[1] in headings, rule["alert"]
+        assert rule["alert"].lower() in headings, rule["alert"]
+
+
+GROUP_ALERTS = {"RebalanceDoubleAssignment", "RebalanceOrphanedQueues", "RebalanceMultiTopicSkew",
+                "RebalanceSubscriptionInconsistent", "RebalanceStrategyInconsistent",
+                "RebalanceClientIdCollision", "RebalanceStorm", "RebalanceAssignorChanged",
+                "RebalanceKafkaHandoffStuck", "RebalanceKafkaTargetUnassigned",
+                "RebalanceKafkaTargetSkew", "RebalanceBrokerSplitView"}
+
+
+def test_every_alert_about_one_group_links_that_groups_page():
+    """group_page_url: the job's page of the group (docs/api.md), on the address Prometheus
+    scraped the job at; an expression that aggregates keeps the labels the link needs."""
+    from streaming.exporter.api import PAGE_PREFIX
+
+    link = ("http://{{ $labels.instance }}" + PAGE_PREFIX + "/{{ $labels.system }}/"
+            '{{ or $labels.cluster "default" }}/{{ $labels.group | urlquery }}')
+    for rule in alerts():
+        if rule["alert"] not in GROUP_ALERTS:
+            assert "group_page_url" not in rule["annotations"], rule["alert"]
+            continue
+        assert rule["annotations"]["group_page_url"] == link, rule["alert"]
+        assert "group_page_url" in rule["annotations"]["description"], rule["alert"]
+        expr = " ".join(rule["expr"].split())
+        if " by (" in expr:
+            kept = {label.strip() for label in expr.split(" by (")[1].split(")")[0].split(",")}
+            assert {"system", "cluster", "group", "instance"} <= kept, rule["alert"]

@@ -26,6 +26,9 @@ BAD_VALUES = {
     "pattern": ["[", "(?P<"],
     "key_value": ["novalue", "=x"],
     "names": ["", "a,,b"],
+    "absolute_url": ["", "docs/metrics.md", "ftp://host/m.md", "https://", "https://host/m.md#x",
+                     "https://host/a b", "https://[host/m.md"],
+    "readable_file": ["", "/no/such/rules.yml"],
     "_scenarios": ["no-such-scenario", ""],
     "_topic_spec": ["T", "T:b=x", "T:b=0", "T:b=100000000"],
     "_client_ids": ["", "a,,b"],
@@ -37,7 +40,8 @@ BAD_VALUES = {
 # What each subcommand needs to parse at all (its required options), valid.
 REQUIRED = {"run": ["--bootstrap-servers", "b:9092"],
             "observe-kafka": ["--bootstrap-servers", "b:9092"],
-            "observe-rocketmq": ["--namesrv", "ns:9876"]}
+            "observe-rocketmq": ["--namesrv", "ns:9876"],
+            "alert-rules": ["--runbook-base-url", "https://wiki.example.com/metrics.md"]}
 UNCHECKED_ACTIONS = (argparse._HelpAction, argparse._StoreTrueAction, argparse._StoreFalseAction,
                      argparse._VersionAction, argparse._CountAction)
 
