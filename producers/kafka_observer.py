@@ -1,7 +1,7 @@
 """`rebalance-monitor observe-kafka`: heartbeat and route events for a Kafka cluster's groups.
 
     rebalance-monitor observe-kafka --bootstrap-servers kafka:9092 \\
-        --events-bootstrap-servers monitor-kafka:9092 --topic rebalance.events --interval 10 \\
+        --events-bootstrap-servers monitor-kafka:9092 --topic rebalance.events --interval-seconds 10 \\
         --metrics-port 9110
 
 Every interval it lists the cluster's consumer groups, describes them (kafka-python decodes each
@@ -245,7 +245,7 @@ def _admin_class():
     class TolerantAdmin(KafkaAdminClient):
         """kafka-python 3 raises on authorized-operation bits it does not know (tansu sends
         them); the observer does not need them. Its connection-setup timeouts (10 s growing to
-        30 s by default) are accepted as settings, so a poll in an outage lasts --timeout."""
+        30 s by default) are accepted as settings, so a poll in an outage lasts --timeout-seconds."""
 
         DEFAULT_CONFIG = {"socket_connection_setup_timeout_ms": 10_000,
                           "socket_connection_setup_timeout_max_ms": 30_000,
@@ -490,10 +490,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "an events cluster that is not the observed one; repeatable")
     parser.add_argument("--topic", type=values.not_empty, default="rebalance.events",
                         help="the events topic (default: %(default)s)")
-    parser.add_argument("--interval", type=seconds, default=10.0,
-                        help="seconds between polls (default: %(default)s)")
-    parser.add_argument("--timeout", type=seconds, default=10.0,
-                        help="seconds per request to the observed cluster (default: %(default)s)")
+    values.add_renamed(parser, "--interval-seconds", "--interval", dest="interval", type=seconds,
+                       default=10.0, metavar="SECONDS",
+                       help="seconds between polls (default: %(default)s)")
+    values.add_renamed(parser, "--timeout-seconds", "--timeout", dest="timeout", type=seconds,
+                       default=10.0, metavar="SECONDS",
+                       help="seconds per request to the observed cluster (default: %(default)s)")
     parser.add_argument("--once", action="store_true", help="poll once and exit")
     parser.add_argument("--stdout", action="store_true", help="print events instead")
     add_metrics_arguments(parser, "poll health (rebalance_observer_*) and event delivery "

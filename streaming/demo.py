@@ -4,7 +4,7 @@ Starts a real Apache Kafka broker from the jar cache (`make jars`; the embedded 
 jars are not fetched) or uses --bootstrap-servers, a simulated RocketMQ fleet playing
 named scenarios in real time, the streaming job (local Spark) with its /metrics endpoint and
 group pages (/groups), and shows a live table of groups and findings until Ctrl-C, SIGTERM or
---duration; then the final state: the groups and the findings still open when the fleet
+--duration-seconds; then the final state: the groups and the findings still open when the fleet
 stopped.
 """
 
@@ -30,9 +30,10 @@ FINDINGS_KEPT = 200  # finding records a SnapshotStore keeps
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--duration", type=values.number(above=0), default=None,
-                        help="stop after this many wall-clock seconds (default: run until "
-                             "Ctrl-C)")
+    values.add_renamed(parser, "--duration-seconds", "--duration", dest="duration",
+                       type=values.number(above=0), default=None, metavar="SECONDS",
+                       help="stop after this many wall-clock seconds (default: run until "
+                            "Ctrl-C)")
     parser.add_argument("--scenarios", type=_scenarios, default=DEFAULT_SCENARIOS,
                         help="comma-separated simulator scenarios, played in parallel, repeated "
                              "(default: %(default)s)")
@@ -46,8 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="address of the job's /metrics (default: %(default)s)")
     parser.add_argument("--metrics-port", type=values.port, default=9108,
                         help="port of the job's /metrics (default: %(default)s)")
-    parser.add_argument("--refresh", type=values.number(above=0), default=2.0,
-                        help="table refresh, seconds (default: %(default)s)")
+    values.add_renamed(parser, "--refresh-seconds", "--refresh", dest="refresh",
+                       type=values.number(above=0), default=2.0, metavar="SECONDS",
+                       help="seconds between table refreshes (default: %(default)s)")
 
 
 def _scenarios(text: str) -> str:
@@ -166,7 +168,7 @@ def _start_monitor(bootstrap: str, args: argparse.Namespace, workdir: str, sourc
     config = JobConfig(bootstrap_servers=bootstrap, topic=args.topic, source=source,
                        checkpoint=os.path.join(workdir, "checkpoint"),
                        metrics_host=args.metrics_host, metrics_port=args.metrics_port,
-                       trigger_interval="1 second", shuffle_partitions=2)
+                       trigger_interval_ms=1_000, shuffle_partitions=2)
     spark = build_session(config, master="local[2]")
     spark.sparkContext.setLogLevel("ERROR")
     monitor = Monitor(config, spark)

@@ -1,10 +1,10 @@
 """The value checks every command's options use: each turns an option's text into its value or
 refuses it with a one-line reason (argparse.ArgumentTypeError), where the option is parsed.
 
-    >>> port("9108"), host_ports("10.0.0.1;10.0.0.2:9877", default_port=9876)
+    >>> port("9108"), host_ports(default_port=9876, separators=";")("10.0.0.1;10.0.0.2:9877")
     (9108, '10.0.0.1:9876;10.0.0.2:9877')
-    >>> spark_duration("2 seconds"), spark_duration("500ms")
-    ('2 seconds', '500ms')
+    >>> spark_duration("2 seconds"), duration_ms("500ms")
+    ('2 seconds', 500)
     >>> try:
     ...     whole(minimum=1)("0")
     ... except argparse.ArgumentTypeError as refused:
@@ -118,6 +118,25 @@ def spark_duration(text: str) -> str:
     return str(text).strip()
 
 
+_DURATION_UNITS_MS = {"ms": 1, "millis": 1, "millisecond": 1, "milliseconds": 1, "s": 1000,
+                     "sec": 1000, "secs": 1000, "second": 1000, "seconds": 1000, "m": 60_000,
+                     "min": 60_000, "mins": 60_000, "minute": 60_000, "minutes": 60_000,
+                     "h": 3_600_000, "hour": 3_600_000, "hours": 3_600_000,
+                     "d": 86_400_000, "day": 86_400_000, "days": 86_400_000}
+
+
+def duration_ms(text: str) -> int:
+    """A duration as Spark reads one ("2 seconds", "500ms", "1 minute") in milliseconds: the
+    form older flags took.
+
+    >>> duration_ms("2 seconds"), duration_ms("500ms"), duration_ms("1.5 min")
+    (2000, 500, 90000)
+    """
+    spark_duration(text)
+    match = re.match(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*$", str(text), re.IGNORECASE)
+    return round(float(match.group(1)) * _DURATION_UNITS_MS[match.group(2).lower()])
+
+
 def host_ports(default_port: int | None = None, separators: str = ",") -> Callable[[str], str]:
     """HOST:PORT[,HOST:PORT...]; with a default port, a bare HOST takes it (RocketMQ's
     NameServer: 9876). IPv6 hosts go in brackets: [::1]:9092."""
@@ -205,3 +224,25 @@ def from_env(name: str, *fallbacks: str, environ: Mapping[str, str] = os.environ
         if environ.get(variable):
             return environ[variable]
     return None
+
+
+class _OlderFlag(argparse.Action):
+    """An option's older flag: sets what the current flag sets, and says which flag replaces
+    it (on stderr: logging is not set up while options are parsed)."""
+
+    def __init__(self, option_strings, dest, newer: str, **kwargs) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.newer = newer
+
+    def __call__(self, parser, namespace, value, option_string=None) -> None:
+        print(f"{parser.prog}: {option_string} is deprecated: use {self.newer}", file=sys.stderr)
+        setattr(namespace, self.dest, value)
+
+
+def add_renamed(parser: argparse.ArgumentParser, flag: str, older: str, **kwargs) -> None:
+    """`flag`, and `older` (hidden from --help) still taken for it: an option renamed to say
+    its unit, kept working for the command lines that use the old name."""
+    action = parser.add_argument(flag, **kwargs)
+    parser.add_argument(older, dest=action.dest, type=action.type, metavar=action.metavar,
+                        action=_OlderFlag, newer=flag, default=argparse.SUPPRESS,
+                        help=argparse.SUPPRESS)

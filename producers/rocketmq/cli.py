@@ -1,7 +1,7 @@
 """`rebalance-monitor observe-rocketmq`: a RocketMQ cluster's consumer groups as monitor events.
 
     rebalance-monitor observe-rocketmq --namesrv '10.0.0.1:9876;10.0.0.2:9876' \\
-        --bootstrap-servers kafka:9092 --topic rebalance.events --interval 10 --metrics-port 9109
+        --bootstrap-servers kafka:9092 --topic rebalance.events --interval-seconds 10 --metrics-port 9109
 
 Asks the NameServer and every master broker what each group's clients are, what each holds and
 what each topic's route is (docs/rocketmq.md), and writes heartbeat, route and unregister events
@@ -15,6 +15,7 @@ refused event is counted by cause on `--metrics-port` and logged once per change
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -57,8 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
              "KAFKA_BOOTSTRAP_SERVERS); not needed with --stdout")
     add("--topic", type=values.not_empty, default="rebalance.events",
         help="the events topic (default: %(default)s)")
-    add("--interval", type=seconds, default=10.0,
-        help="seconds between polls (default: %(default)s)")
+    renamed = functools.partial(values.add_renamed, parser, type=seconds, metavar="SECONDS")
+    renamed("--interval-seconds", "--interval", dest="interval", default=10.0,
+            help="seconds between polls (default: %(default)s)")
     add("--once", action="store_true", help="poll once, send, and exit")
     add("--stdout", action="store_true", help="print the events (JSON lines) instead of sending")
     add("--include", type=values.pattern, default=None, metavar="REGEX",
@@ -80,14 +82,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--running-info-budget", type=values.non_negative, default=50,
         help="clients asked for what they hold per poll at most (each call reaches a client; "
              "default: %(default)s)")
-    add("--running-info-refresh", type=seconds, default=120.0,
-        help="seconds after which an unchanged client's holdings are asked again "
-             "(default: %(default)s)")
-    add("--keepalive", type=seconds, default=30.0,
-        help="seconds between re-sends of an unchanged member or route (keep it well under the "
-             "job's --session-timeout-ms, 120 s by default; default: %(default)s)")
-    add("--timeout", type=seconds, default=5.0,
-        help="seconds per admin call (running info: 15; default: %(default)s)")
+    renamed("--running-info-refresh-seconds", "--running-info-refresh",
+            dest="running_info_refresh", default=120.0,
+            help="seconds after which an unchanged client's holdings are asked again "
+                 "(default: %(default)s)")
+    renamed("--keepalive-seconds", "--keepalive", dest="keepalive", default=30.0,
+            help="seconds between re-sends of an unchanged member or route (keep it well under "
+                 "the job's --session-timeout-ms, 120 s by default; default: %(default)s)")
+    renamed("--timeout-seconds", "--timeout", dest="timeout", default=5.0,
+            help="seconds per admin call (running info: 15; default: %(default)s)")
     add("--access-key", type=values.not_empty, default=env("ROCKETMQ_ACCESS_KEY"),
         help="ACL 1.0 AccessKey (env ROCKETMQ_ACCESS_KEY); with --secret-key, signs every call")
     add("--secret-key", type=values.not_empty, default=env("ROCKETMQ_SECRET_KEY"),

@@ -74,8 +74,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                         maximum=4_102_444_799_999),
                         default=DEFAULT_EPOCH_MS,
                         help="start of simulated time when not --realtime (default: %(default)s)")
-    parser.add_argument("--duration", type=values.number(above=0),
-                        help="simulated seconds (default: the scenario's)")
+    values.add_renamed(parser, "--simulated-seconds", "--duration", dest="duration",
+                       type=values.number(above=0), default=None, metavar="SECONDS",
+                       help="how long to simulate, in simulated seconds; with --realtime "
+                            "they pass at --speed (default: the scenario's)")
     parser.add_argument("--with-view", action="store_true",
                         help="heartbeats carry view and owned (default: what real clients send)")
     parser.add_argument("--groups-list", action="store_true",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any
@@ -36,6 +37,9 @@ class Option:
     required: bool = False        # no default: the flag or its variable must be set
     repeated: bool = False        # the flag may be given many times; the variable has one a line
     shown_default: str | None = None  # the default as --help shows it
+    # An older flag of this option, still taken (its variable too), with the parser of its own
+    # value form; each use says once which flag replaces it.
+    legacy: tuple[str, Callable[[str], Any]] | None = None
 
 
 def option(help: str, parse: Callable[[str], Any] = str, *, default: Any = MISSING,
@@ -115,12 +119,14 @@ class JobConfig:
                                default="0.0.0.0", metavar="HOST")
     metrics_port: int = option("port of the /metrics endpoint (0: any free port)", values.port,
                                default=9108, metavar="PORT")
-    trigger_interval: str = option(
+    trigger_interval_ms: int = option(
         "time between micro-batches (Spark's processing-time trigger); keep it at or above "
-        "the batch duration", values.spark_duration, default="2 seconds", metavar="DURATION")
-    watermark_delay: str = option(
+        "the batch duration", _positive, default=2_000, metavar="MS",
+        legacy=("trigger-interval", values.duration_ms))
+    watermark_delay_ms: int = option(
         "how far the watermark (which drives session expiry in event time) trails the "
-        "newest record", values.spark_duration, default="30 seconds", metavar="DURATION")
+        "newest record", values.non_negative, default=30_000, metavar="MS",
+        legacy=("watermark-delay", values.duration_ms))
     session_timeout_ms: int = option(
         "a RocketMQ member without heartbeat for this long (event time) is gone",
         _positive, default=120_000, metavar="MS")
@@ -224,11 +230,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             flag_of(each), dest=each.name, type=_argument_type(opt), metavar=opt.metavar,
             action="append" if opt.repeated else "store",
             default=None if opt.repeated else _UNSET, help=help_of(each, opt))
+        if opt.legacy is not None:
+            flag, parse = opt.legacy
+            parser.add_argument(f"--{flag}", dest=_legacy_dest(each), default=_UNSET,
+                                type=_argument_type(Option(help="", parse=parse)),
+                                help=argparse.SUPPRESS)
 
 
-def _from_env(each: Field, opt: Option) -> Any:
-    """The parsed value of the field's environment variable, or _UNSET when it is not set."""
-    name = env_of(each)
+def _legacy_dest(each: Field) -> str:
+    return each.name + "__legacy"
+
+
+def _legacy_value(each: Field, opt: Option, args: argparse.Namespace) -> Any:
+    """The option's value from its older flag, else the older flag's variable; _UNSET if
+    neither is given. A use says which flag replaces it, once (stderr: logging is not set up
+    while the options are parsed)."""
+    if opt.legacy is None:
+        return _UNSET
+    flag, parse = opt.legacy
+    given = getattr(args, _legacy_dest(each), _UNSET)
+    if given is _UNSET:
+        given = _from_env(each, Option(help="", parse=parse), ENV_PREFIX + flag.upper().replace(
+            "-", "_"))
+    if given is not _UNSET:
+        print(f"rebalance-monitor run: --{flag} is deprecated: use {flag_of(each)}",
+              file=sys.stderr)
+    return given
+
+
+def _from_env(each: Field, opt: Option, name: str | None = None) -> Any:
+    """The parsed value of the field's environment variable (or of `name`), or _UNSET when it
+    is not set."""
+    name = name or env_of(each)
     text = os.environ.get(name)
     if text is None:
         return _UNSET
@@ -256,6 +289,8 @@ def config_from_args(args: argparse.Namespace) -> JobConfig:
             value = given
         elif (from_env := _from_env(each, opt)) is not _UNSET:
             value = from_env
+        elif (legacy := _legacy_value(each, opt, args)) is not _UNSET:
+            value = legacy
         elif opt.required:
             raise SystemExit(f"{flag_of(each)} (or {env_of(each)}) is required")
         else:

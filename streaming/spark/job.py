@@ -133,13 +133,13 @@ def start_query(spark: SparkSession, config: JobConfig, sink, state_function=Non
     records = read_event_stream(spark, source_config(config))
     routed = with_watermark_keeping_late_rows(
         route_events(records, config.max_event_bytes, config.state_shards or DEFAULT_SHARDS,
-                     config.max_clock_skew_ms), config.watermark_delay)
+                     config.max_clock_skew_ms), f"{config.watermark_delay_ms} milliseconds")
     outputs = routed.groupBy("shard").applyInPandasWithState(
         state_function, OUTPUT_SCHEMA, STATE_SCHEMA, "update", GroupStateTimeout.EventTimeTimeout)
     return (outputs.writeStream.queryName(QUERY_NAME)
             .option("checkpointLocation", config.checkpoint)
             .outputMode("update")
-            .trigger(processingTime=config.trigger_interval)
+            .trigger(processingTime=f"{config.trigger_interval_ms} milliseconds")
             .foreachBatch(bounded_failures(sink))
             .start())
 

@@ -306,7 +306,7 @@ def run(bootstrap: str, args, source: str) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="bench-job-"))
     config = JobConfig(bootstrap_servers=bootstrap, topic=topic, source=source,
                        checkpoint=str(workdir / "checkpoint"), metrics_host="127.0.0.1",
-                       metrics_port=0, trigger_interval=args.trigger,
+                       metrics_port=0, trigger_interval_ms=args.trigger_ms,
                        max_offsets_per_trigger=args.max_offsets, shuffle_partitions=args.shuffle,
                        reorder_window_ms=args.reorder_window_ms, state_shards=args.state_shards)
     spark = build_session(config, master="local[2]")
@@ -542,7 +542,7 @@ def main() -> None:
     parser.add_argument("--duration", type=int, default=1800, help="simulated seconds of load")
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--shuffle", type=int, default=None, help="default: the job's (cores)")
-    parser.add_argument("--trigger", default="2 seconds")
+    parser.add_argument("--trigger-ms", type=int, default=2_000)
     parser.add_argument("--max-offsets", type=int, default=500_000)
     parser.add_argument("--probes", type=int, default=30, help="0: throughput only")
     parser.add_argument("--raw-reads", type=int, default=3, help="baseline: the best of these")

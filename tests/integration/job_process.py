@@ -126,7 +126,7 @@ class JobProcess:
     def __init__(self, bootstrap: str, topic: str, checkpoint: Path, log_dir: Path, *,
                  findings_topic: str, dead_letter_topic: str,
                  max_offsets_per_trigger: int | None = None,
-                 trigger_interval: str = "500 milliseconds",
+                 trigger_interval_ms: int = 500,
                  env: dict[str, str] | None = None, extra_args: tuple[str, ...] = (),
                  source: str = TEST_SOURCE) -> None:
         self.port = free_port()
@@ -135,7 +135,7 @@ class JobProcess:
             str(VENV_BIN / "rebalance-monitor"), "run", "--bootstrap-servers", bootstrap,
             "--topic", topic, "--checkpoint", str(checkpoint), "--source", source,
             "--metrics-host", "127.0.0.1", "--metrics-port", str(self.port),
-            "--trigger-interval", trigger_interval, "--shuffle-partitions", "2",
+            "--trigger-interval-ms", str(trigger_interval_ms), "--shuffle-partitions", "2",
             "--findings-topic", findings_topic, "--dead-letter-topic", dead_letter_topic,
         ]
         if max_offsets_per_trigger is not None:

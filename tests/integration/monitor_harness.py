@@ -74,7 +74,7 @@ class RunningMonitor:
     def __init__(self, spark, bootstrap: str, topic: str, workdir: Path, **overrides) -> None:
         config = JobConfig(bootstrap_servers=bootstrap, topic=topic, source=TEST_SOURCE,
                            checkpoint=str(workdir / "checkpoint"), metrics_host="127.0.0.1",
-                           metrics_port=0, trigger_interval="500 milliseconds",
+                           metrics_port=0, trigger_interval_ms=500,
                            findings_topic=topic + ".findings", dead_letter_topic=topic + ".dlq",
                            shuffle_partitions=2)
         self.config = replace(config, **overrides)

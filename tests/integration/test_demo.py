@@ -25,7 +25,7 @@ COLUMNS = ("group", "sys", "members", "queues", "double", "orphan", "skew", "idl
 def test_demo_shows_a_double_assignment_and_a_skewed_group_and_prints_them_when_stopped(tmp_path):
     started = time.monotonic()
     process = subprocess.Popen(
-        [str(COMMAND), "demo", "--duration", "120", "--metrics-port", "0", "--refresh", "1"],
+        [str(COMMAND), "demo", "--duration-seconds", "120", "--metrics-port", "0", "--refresh-seconds", "1"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
         env={**os.environ, "PYSPARK_PYTHON": sys.executable})
     try:

@@ -29,8 +29,8 @@ def test_the_group_page_shows_a_live_double_assignments_queues_and_both_owners(t
     # client-id-collision: two containers share one client id, so both take the first slot's
     # queues for the scenario's whole run.
     process = subprocess.Popen(
-        [str(COMMAND), "demo", "--scenarios", "client-id-collision", "--duration", "600",
-         "--metrics-port", "0", "--refresh", "5"],
+        [str(COMMAND), "demo", "--scenarios", "client-id-collision", "--duration-seconds", "600",
+         "--metrics-port", "0", "--refresh-seconds", "5"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
         env={**os.environ, "PYSPARK_PYTHON": sys.executable})
     try:

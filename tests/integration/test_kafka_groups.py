@@ -90,7 +90,7 @@ def watched(spark, kafka_bootstrap, kafka_broker_kind, tmp_path_factory) -> Iter
     create_topic(kafka_bootstrap, events, 2)
     with RunningMonitor(spark, kafka_bootstrap, events, workdir) as monitor, \
             ProducerProcess(["observe-kafka", "--bootstrap-servers", kafka_bootstrap,
-                             "--topic", events, "--interval", "0.5", "--cluster", CLUSTER],
+                             "--topic", events, "--interval-seconds", "0.5", "--cluster", CLUSTER],
                             workdir) as observer, \
             PrometheusHarness(HarnessConfig(target=f"127.0.0.1:{monitor.monitor.metrics.port}",
                                             for_overrides=FAST_FOR), workdir / "prom") as prom:
@@ -316,7 +316,7 @@ def test_the_observer_keeps_running_through_a_broker_pause_and_says_so(tmp_path)
         with consumers(JavaConsumer(bootstrap, group, [topic], protocol="consumer",
                                     log_dir=tmp_path)) as [member], \
                 ProducerProcess(["observe-kafka", "--bootstrap-servers", bootstrap,
-                                 "--topic", events, "--interval", "1", "--timeout", "2"],
+                                 "--topic", events, "--interval-seconds", "1", "--timeout-seconds", "2"],
                                 tmp_path) as observer:
             wait_for_partitions([member], topic, 2)
             observer.wait_for(lambda m: m.value("rebalance_observer_members") == 1,

@@ -44,7 +44,7 @@ def watching(namesrv: str, group: str, spark, kafka_bootstrap: str, make_topic, 
     with RunningMonitor(spark, kafka_bootstrap, events, workdir) as monitor, \
             ProducerProcess(["observe-rocketmq", "--namesrv", namesrv,
                              "--bootstrap-servers", kafka_bootstrap, "--topic", events,
-                             "--interval", "1", "--keepalive", "5", "--include",
+                             "--interval-seconds", "1", "--keepalive-seconds", "5", "--include",
                              f"^{group}$", *bridge_args], workdir) as bridge:
         yield monitor, bridge
 
@@ -390,7 +390,7 @@ def test_a_paused_broker_is_counted_and_waited_out_without_losing_the_members(
         consumer.wait_holds(topic, 2)
 
     with watching(cluster.namesrv, group, spark, kafka_bootstrap, make_topic,
-                  tmp_path / "watch", "--timeout", "2") as (monitor, bridge):
+                  tmp_path / "watch", "--timeout-seconds", "2") as (monitor, bridge):
         monitor.wait_for(lambda m: group_value(m, "rebalance_group_members", group) == 2)
         ok_before = bridge.wait_for(lambda m: True, what="/metrics").value(
             "rebalance_observer_calls_total", request="consumer_connections", outcome="ok")
@@ -454,7 +454,7 @@ def test_with_acl_2_a_normal_user_needs_get_on_the_groups(rocketmq_kit, rocketmq
     cluster = rocketmq_cluster_factory(["broker-a"], broker_extra_conf=ACL_2)
     admin = ["-n", cluster.namesrv, "-b", cluster.broker_addr("broker-a")]
     cluster.mqadmin("createUser", *admin, "-u", "monitor", "-p", "monitor-secret", "-t", "Normal")
-    base = ["observe-rocketmq", "--namesrv", cluster.namesrv, "--stdout", "--interval", "1",
+    base = ["observe-rocketmq", "--namesrv", cluster.namesrv, "--stdout", "--interval-seconds", "1",
             "--include-system-groups"]
     signed = [*base, "--access-key", "monitor", "--secret-key", "monitor-secret"]
     with ProducerProcess(base, tmp_path / "unsigned") as unsigned:
@@ -483,7 +483,7 @@ def test_with_acl_on_the_broker_answers_only_a_signed_bridge(rocketmq_kit,
         pytest.skip("the 5.x kit's jar set has ACL 2.0 (rocketmq-auth), not the deprecated ACL "
                     "1.0 of plain_acl.yml (rocketmq-acl): the test above")
     cluster = rocketmq_cluster_factory(["broker-a"], broker_extra_conf="aclEnable=true")
-    base = ["observe-rocketmq", "--namesrv", cluster.namesrv, "--stdout", "--interval", "1",
+    base = ["observe-rocketmq", "--namesrv", cluster.namesrv, "--stdout", "--interval-seconds", "1",
             "--include-system-groups"]
     with ProducerProcess(base, tmp_path / "unsigned") as unsigned:
         refused = unsigned.wait_for(lambda m: (m.value(

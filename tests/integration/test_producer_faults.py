@@ -59,7 +59,7 @@ def test_observe_kafka_polls_through_a_broker_pause_and_resumes(own_broker, tmp_
         return seen
 
     with ProducerProcess(["observe-kafka", "--bootstrap-servers", bootstrap, "--topic", events,
-                          "--interval", "1", "--timeout", "2"], tmp_path) as observer:
+                          "--interval-seconds", "1", "--timeout-seconds", "2"], tmp_path) as observer:
         observer.wait_for(lambda m: m.value("rebalance_observer_events_total") >= 1,
                           what="a first successful poll")
         read_values(bootstrap, events, routes_after(0))
@@ -101,7 +101,7 @@ def test_simulate_goes_on_through_a_broker_pause_and_loses_nothing(own_broker, t
     topic = f"sim.{uuid.uuid4().hex[:8]}"
     # 1,282 events at 50 a second (in bursts of 256): about 26 s; the broker is paused for 12.
     scenario_args = ["--scenario", "steady", "--groups", "10", "--clients", "4",
-                     "--duration", "300", "--seed", "3"]
+                     "--simulated-seconds", "300", "--seed", "3"]
     parser = argparse.ArgumentParser()
     simulator_cli.add_arguments(parser)
     expected = [value for _, value in simulator_cli.build_scenario(

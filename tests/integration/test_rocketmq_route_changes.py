@@ -97,7 +97,7 @@ def test_a_scale_out_and_a_lost_broker_are_followed_as_the_clients_move(
     every = "|".join(consumers)
 
     with watching(cluster.namesrv, f"({every})", spark, kafka_bootstrap, make_topic,
-                  tmp_path / "watch", "--interval", str(INTERVAL_S)) as (monitor, _):
+                  tmp_path / "watch", "--interval-seconds", str(INTERVAL_S)) as (monitor, _):
         follow(monitor, truth, before, "settling")
         cluster.create_topic(topic, queues=8, brokers=["broker-a"])      # 8 + 4
         scaled = before | {("broker-a", q) for q in range(4, 8)}
@@ -107,4 +107,4 @@ def test_a_scale_out_and_a_lost_broker_are_followed_as_the_clients_move(
         broker_lost = follow(monitor, truth, survivors, "after broker-b was killed")
     print(f"\nRocketMQ {rocketmq_kit.version}: the monitor agreed {scale_out:.1f} s after the "
           f"last client moved on a scale-out, {broker_lost:.1f} s after a broker was lost "
-          f"(--interval {INTERVAL_S})")
+          f"(--interval-seconds {INTERVAL_S})")

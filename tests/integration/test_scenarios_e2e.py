@@ -94,7 +94,7 @@ def test_every_scenario_through_broker_and_job_finds_its_ground_truth(
     topic = make_topic(partitions=2)
     produce_all(kafka_bootstrap, topic, events)
     with RunningMonitor(spark, kafka_bootstrap, topic, tmp_path,
-                        trigger_interval="100 milliseconds") as monitor:
+                        trigger_interval_ms=100) as monitor:
         m = monitor.catch_up()
         assert sum(m.series("rebalance_monitor_events_total").values()) == len(events)
         assert m.groups() == {key.decode() for _, key, _ in events}

@@ -33,7 +33,7 @@ COLLIDED = {"system": "rocketmq", "group": "collide-group", "topic": "TopicX"}
 
 def simulate(bootstrap: str, topic: str, cluster: str, scenario: list[str], log_dir: Path):
     return ProducerProcess(["simulate", "--bootstrap-servers", bootstrap, "--topic", topic,
-                            *scenario, "--realtime", "--speed", SPEED, "--duration", "100000",
+                            *scenario, "--realtime", "--speed", SPEED, "--simulated-seconds", "100000",
                             "--cluster", cluster], log_dir)
 
 

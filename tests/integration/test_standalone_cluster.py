@@ -86,7 +86,7 @@ def submit_args(zip_path: Path, python: Path, bootstrap: str, topic: str, checkp
             str(REPO / "streaming" / "spark" / "job.py"), "run",
             "--bootstrap-servers", bootstrap, "--topic", topic, "--checkpoint", str(checkpoint),
             "--source", TEST_SOURCE, "--metrics-host", "127.0.0.1",
-            "--metrics-port", str(metrics_port), "--trigger-interval", "500 milliseconds",
+            "--metrics-port", str(metrics_port), "--trigger-interval-ms", "500",
             "--shuffle-partitions", "2", "--findings-topic", topic + ".cluster.findings",
             "--dead-letter-topic", topic + ".cluster.dlq"]
 

@@ -23,6 +23,7 @@ BAD_VALUES = {
     "choice": ["no-such-choice"],
     "not_empty": ["", "  "],
     "spark_duration": ["bogus", "10 parsecs", ""],
+    "duration_ms": ["bogus", "10 parsecs", ""],
     "pattern": ["[", "(?P<"],
     "key_value": ["novalue", "=x"],
     "names": ["", "a,,b"],
@@ -131,3 +132,25 @@ def test_version_and_json_logs(capsys):
         assert root.level == logging.DEBUG
     finally:
         root.handlers[:], root.level = before
+
+
+OLDER_FLAGS = {("observe-rocketmq", "--interval"), ("observe-rocketmq", "--keepalive"),
+               ("observe-rocketmq", "--running-info-refresh"), ("observe-rocketmq", "--timeout"),
+               ("observe-kafka", "--interval"), ("observe-kafka", "--timeout"),
+               ("demo", "--duration"), ("demo", "--refresh"), ("simulate", "--duration")}
+
+
+def test_a_renamed_options_older_flag_still_sets_it_and_says_what_replaces_it(capsys):
+    from streaming.option_values import _OlderFlag
+
+    found = {(command, a.option_strings[0]) for command in cli.SUBCOMMANDS
+             for a in subparser(command)._actions if isinstance(a, _OlderFlag)}
+    assert found == OLDER_FLAGS
+    for command, older in sorted(OLDER_FLAGS):
+        action = next(a for a in subparser(command)._actions if older in a.option_strings)
+        argv = [command, *REQUIRED.get(command, []), older, "7"]
+        parsed = cli.build_parser(argv).parse_args(argv)
+        assert getattr(parsed, action.dest) == 7.0
+        assert f"{older} is deprecated: use {action.newer}" in capsys.readouterr().err
+        shown = subparser(command).format_help().replace(action.newer, "")
+        assert action.newer.endswith("-seconds") and older + " " not in shown

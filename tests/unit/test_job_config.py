@@ -27,7 +27,8 @@ pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Today's (documented) flags, variables and defaults: none may change.
+# Today's (documented) flags, variables and defaults: none may change. (--trigger-interval and
+# --watermark-delay, which took Spark's duration text, are the deprecated forms tested below.)
 DEFAULTS = {
     "--topic": "rebalance.events",
     "--checkpoint": "./checkpoints/rebalance-monitor",
@@ -40,8 +41,8 @@ DEFAULTS = {
     "--dead-letter-topic": "rebalance.events.dlq",
     "--metrics-host": "0.0.0.0",
     "--metrics-port": 9108,
-    "--trigger-interval": "2 seconds",
-    "--watermark-delay": "30 seconds",
+    "--trigger-interval-ms": 2_000,
+    "--watermark-delay-ms": 30_000,
     "--session-timeout-ms": 120_000,
     "--kafka-session-timeout-ms": 45_000,
     "--reorder-window-ms": 10_000,
@@ -70,8 +71,8 @@ GOOD = {
     "dead_letter_topic": ("d", "d"),
     "metrics_host": ("127.0.0.1", "127.0.0.1"),
     "metrics_port": ("9200", 9200),
-    "trigger_interval": ("500 milliseconds", "500 milliseconds"),
-    "watermark_delay": ("1 minute", "1 minute"),
+    "trigger_interval_ms": ("500", 500),
+    "watermark_delay_ms": ("60000", 60_000),
     "session_timeout_ms": ("60000", 60_000),
     "kafka_session_timeout_ms": ("30000", 30_000),
     "reorder_window_ms": ("5000", 5_000),
@@ -112,8 +113,8 @@ BAD = {
     "findings_topic": (" ", "empty"),
     "dead_letter_topic": (" ", "empty"),
     "metrics_host": ("", "empty"),
-    "trigger_interval": ("bogus", "duration"),
-    "watermark_delay": ("30 parsecs", "duration"),
+    "trigger_interval_ms": ("2 seconds", "whole number"),
+    "watermark_delay_ms": ("-1", "at least 0"),
 }
 FREE_TEXT: set[str] = set()
 # What a new operator tried, each once accepted and handed to Spark.
@@ -163,7 +164,8 @@ def test_the_bound_can_come_from_the_environment(monkeypatch):
 
 
 def test_every_field_is_one_flag_and_one_variable_with_a_help_line():
-    actions = [action for action in parser()._actions if action.option_strings != ["-h", "--help"]]
+    actions = [action for action in parser()._actions if action.option_strings != ["-h", "--help"]
+               and action.help != argparse.SUPPRESS]      # the older flags: tested below
     by_dest = {action.dest: action for action in actions}
     assert len(by_dest) == len(actions) == len(fields(JobConfig))
     for each, opt in options():
@@ -354,3 +356,21 @@ def test_one_on_off_parser_in_the_project():
             if re.search(r"def \w*bool\w*\(", line) or ON_OFF_WORDS.search(line):
                 found.append(f"{path.relative_to(ROOT)}:{number}")
     assert [place.split(":")[0] for place in found] == ["streaming/spark/offset_ranges.py"] * 3
+
+
+def test_the_older_duration_flags_and_variables_still_work_and_say_what_replaces_them(
+        monkeypatch, capsys):
+    args = parser().parse_args(["--bootstrap-servers", "b:9092", "--trigger-interval",
+                                "500 milliseconds"])
+    monkeypatch.setenv("REBALANCE_MONITOR_WATERMARK_DELAY", "1 minute")
+    config = config_from_args(args)
+    assert (config.trigger_interval_ms, config.watermark_delay_ms) == (500, 60_000)
+    err = capsys.readouterr().err
+    assert "--trigger-interval is deprecated: use --trigger-interval-ms" in err
+    assert "--watermark-delay is deprecated: use --watermark-delay-ms" in err
+    # The new flag wins over the old one; a bad old value is refused like any other.
+    args = parser().parse_args(["--bootstrap-servers", "b:9092", "--trigger-interval", "1s",
+                                "--trigger-interval-ms", "750"])
+    assert config_from_args(args).trigger_interval_ms == 750
+    with pytest.raises(SystemExit):
+        parser().parse_args(["--bootstrap-servers", "b:9092", "--trigger-interval", "soon"])
