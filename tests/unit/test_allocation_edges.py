@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
-
 import pytest
 
 from streaming.core.allocation import (
@@ -11,10 +9,6 @@ from streaming.core.allocation import (
     allocate,
     allocate_group,
     allocate_group_topics,
-    consistent_hash,
-    group,
-    javaorder,
-    rocketmq,
     sort_queues,
 )
 from streaming.core.allocation.consistent_hash import ConsistentHashRouter, md5_hash
@@ -146,11 +140,3 @@ def test_queues_are_a_set_sorted_by_topic_broker_then_numeric_id():
 def test_malformed_input_is_rejected_with_a_reason(call, reason):
     with pytest.raises(InvalidAllocationInput, match=reason):
         call()
-
-
-@pytest.mark.parametrize("module", [javaorder, rocketmq, consistent_hash, group],
-                         ids=lambda m: m.__name__)
-def test_docstring_examples_hold(module):
-    outcome = doctest.testmod(module)
-    assert outcome.attempted > 0
-    assert outcome.failed == 0

@@ -3,8 +3,6 @@ something it shows changed, so the latest one emitted is always the group's deta
 batches, after each step the last detail emitted equals the detail the full replay gives, and the
 detail a restart rebuilds from the blob."""
 
-import doctest
-import importlib
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -123,10 +121,3 @@ def test_the_last_detail_emitted_is_always_the_groups_detail(case, watermark_shi
             assert last == snapshot_of(full.blob)[1] == snapshot_of(fast.blob)[1]
             assert full.detail is None or full.detail == last
         blob = fast.blob
-
-
-@pytest.mark.parametrize("module", ["streaming.core.detail", "streaming.exporter.details"])
-def test_docstring_examples_hold(module):
-    outcome = doctest.testmod(importlib.import_module(module))
-    assert outcome.attempted > 0
-    assert outcome.failed == 0
