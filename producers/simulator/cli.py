@@ -101,7 +101,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cluster", type=values.not_empty, default=None, metavar="NAME",
                         help="the simulated cluster's name in every event (docs/events.md, "
                              "cluster); default: none, which the job reads as \"default\"")
-    parser.add_argument("--print-ground-truth", action="store_true")
+    parser.add_argument("--print-ground-truth", action="store_true",
+                        help="after the events, print the findings a correct monitor must "
+                             "report, one JSON object a line")
     parser.add_argument("--stdout", action="store_true", help="print events instead of producing")
     parser.add_argument("--create-topic", type=positive, metavar="PARTITIONS",
                         help="create the events topic with this many partitions first")

@@ -154,3 +154,18 @@ def test_a_renamed_options_older_flag_still_sets_it_and_says_what_replaces_it(ca
         assert f"{older} is deprecated: use {action.newer}" in capsys.readouterr().err
         shown = subparser(command).format_help().replace(action.newer, "")
         assert action.newer.endswith("-seconds") and older + " " not in shown
+
+
+def test_every_option_has_a_help_line_that_shows_its_default():
+    """A flag (store_true) or an option without a default says what it does; one with a default
+    also shows it (run's options say theirs with their variable)."""
+    for command in cli.SUBCOMMANDS:
+        for action in subparser(command)._actions:
+            if not action.option_strings or action.help == argparse.SUPPRESS:
+                continue
+            assert action.help, (command, action.option_strings)
+            has_default = action.default not in (None, False, [], argparse.SUPPRESS) \
+                and not isinstance(action, argparse._HelpAction)
+            if has_default:
+                assert "default" in action.help or "required" in action.help, (
+                    command, action.option_strings)
