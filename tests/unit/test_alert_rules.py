@@ -272,3 +272,12 @@ def test_every_alert_about_one_group_links_that_groups_page():
         if " by (" in expr:
             kept = {label.strip() for label in expr.split(" by (")[1].split(")")[0].split(",")}
             assert {"system", "cluster", "group", "instance"} <= kept, rule["alert"]
+
+
+def test_alertmanager_keeps_two_clusters_groups_of_one_name_apart():
+    """Grouping and inhibition by (system, group) alone would merge, or mute, a same-named
+    group of another cluster."""
+    config = yaml.safe_load(ALERTMANAGER_CONFIG.read_text())
+    assert {"system", "cluster", "group"} <= set(config["route"]["group_by"])
+    assert all({"system", "cluster", "group"} <= set(rule["equal"])
+               for rule in config["inhibit_rules"])
