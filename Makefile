@@ -43,6 +43,7 @@ demo: setup jars
 
 test: setup system-deps jars
 	$(BIN)/ruff check streaming producers tests
+	$(BIN)/mypy
 	$(BIN)/pytest
 
 test-unit: setup

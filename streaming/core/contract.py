@@ -19,11 +19,11 @@ keys. Nothing here imports Spark or Kafka.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
-from streaming.core.state.events import Queue2
+from streaming.core.state.events import JsonValue, Queue2
 from streaming.core.state.refresh import Refreshes
 
 # The cluster of events that name none (docs/events.md).
@@ -67,12 +67,12 @@ class FindingRecord:
     at: int
     address: str | None = None
     brokers: tuple[str, ...] = ()
-    detail: Mapping | None = None
+    detail: Mapping[str, JsonValue] | None = None
     cluster: str = DEFAULT_CLUSTER
 
     @classmethod
     def of(cls, status: str, identity: FindingIdentity, key: GroupKey, since: int, at: int,
-           detail: Mapping | None = None) -> FindingRecord:
+           detail: Mapping[str, JsonValue] | None = None) -> FindingRecord:
         kind, topic, queue, clients, address, brokers = identity
         return cls(status, kind, key.group, key.system, topic, queue, tuple(clients), since, at,
                    address, tuple(brokers), detail or None, key.cluster)
@@ -87,10 +87,11 @@ class FindingRecord:
                                self.brokers)
 
     def to_json(self) -> bytes:
-        out = {"status": self.status, "kind": self.kind, "group": self.group,
-               "system": self.system, "cluster": self.cluster, "topic": self.topic,
-               "queue": None if self.queue is None else list(self.queue),
-               "clients": list(self.clients), "since": self.since, "at": self.at}
+        out: dict[str, object] = {
+            "status": self.status, "kind": self.kind, "group": self.group,
+            "system": self.system, "cluster": self.cluster, "topic": self.topic,
+            "queue": None if self.queue is None else list(self.queue),
+            "clients": list(self.clients), "since": self.since, "at": self.at}
         if self.address is not None:
             out["address"] = self.address
         if self.brokers:
@@ -223,7 +224,7 @@ class OpenFinding:
     clients: tuple[str, ...] = ()
     address: str | None = None
     brokers: tuple[str, ...] = ()
-    detail: Mapping | None = None
+    detail: Mapping[str, JsonValue] | None = None
 
 
 @dataclass(frozen=True)
@@ -273,11 +274,14 @@ class GroupDetail:
         return cls(data["system"], data["group"], queues, members, findings, data["cluster"])
 
 
-def _refs(rows) -> tuple[MemberRef, ...]:
+def _refs(rows: Iterable[Sequence[str]]) -> tuple[MemberRef, ...]:
     return tuple((client_id, address) for client_id, address in rows)
 
 
-def _tuple(value):
+_T = TypeVar("_T")
+
+
+def _tuple(value: Iterable[_T] | None) -> tuple[_T, ...] | None:
     return None if value is None else tuple(value)
 
 

@@ -27,7 +27,7 @@ from streaming.core.contract import (
     OpenFinding,
     QueueOwners,
 )
-from streaming.core.state.events import Queue2
+from streaming.core.state.events import JsonValue, Queue2
 from streaming.core.state.group import GroupState, Member
 from streaming.core.state.rerun import consensus_queues
 
@@ -35,7 +35,8 @@ Holders = dict[tuple[str, Queue2], list[MemberRef]]
 
 
 def group_detail(state: GroupState, open_since: Mapping[FindingIdentity, int],
-                 details: Mapping[FindingIdentity, Mapping] | None = None) -> GroupDetail:
+                 details: Mapping[FindingIdentity, Mapping[str, JsonValue]] | None = None,
+                 ) -> GroupDetail:
     """The detail of the group as `state` is, with the findings open in it (identity ->
     since) and their details (identity -> the finding's detail)."""
     members = state.live_members()

@@ -19,15 +19,17 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import groupby
 from operator import attrgetter
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from streaming.core.contract import FindingIdentity, FindingRecord, GroupKey, GroupMetrics
-from streaming.core.state.events import Queue2
+from streaming.core.state.events import JsonValue, Queue2
 from streaming.core.state.group import GroupState, Member, MemberKey
 from streaming.core.state.rerun import (
+    Claims,
     claims_of,
     consensus_clients,
     consensus_queues,
@@ -50,7 +52,7 @@ class Finding:
     clients: tuple[str, ...] = ()
     address: str | None = None
     brokers: tuple[str, ...] = ()
-    detail: dict = field(default_factory=dict, compare=False, hash=False)
+    detail: dict[str, JsonValue] = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def identity(self) -> FindingIdentity:
@@ -136,8 +138,11 @@ def with_new_broker_lists(state: GroupState, previous: GroupFindings) -> GroupFi
 
 _AFTER_VIEWS = ("broker_view_divergent", "allocation_mismatch")
 
+TopicQueues = Mapping[str, tuple[Queue2, ...]]     # topic -> its queues
 
-def _queue_findings(contested, active, claims, loads, exclusive: bool = True) -> list[Finding]:
+
+def _queue_findings(contested: TopicQueues, active: list[Member], claims: Claims,
+                    loads: dict[MemberKey, int], exclusive: bool = True) -> list[Finding]:
     """Orphans and (where a queue has one owner by design: not a share group) doubles."""
     in_route = {t: set(q) for t, q in contested.items()}
     owners: dict[str, dict[Queue2, list[Member]]] = {t: {} for t in contested}
@@ -145,11 +150,11 @@ def _queue_findings(contested, active, claims, loads, exclusive: bool = True) ->
         load = 0
         for topic, queues in claims.get(member.key, {}).items():
             valid, held = in_route.get(topic), owners.get(topic)
-            if valid is None:
+            if valid is None:           # else held is not None: owners has in_route's topics
                 continue
             for queue in queues:
                 if queue in valid:
-                    held.setdefault(queue, []).append(member)
+                    held.setdefault(queue, []).append(member)  # type: ignore[union-attr]
                     load += 1
         loads[member.key] = load
     found = []
@@ -166,7 +171,8 @@ def _queue_findings(contested, active, claims, loads, exclusive: bool = True) ->
     return found
 
 
-def _skew(route, active, loads) -> tuple[float, list[Finding]]:
+def _skew(route: TopicQueues, active: list[Member],
+          loads: Mapping[MemberKey, int]) -> tuple[float, list[Finding]]:
     total = sum(len(q) for q in route.values())
     if not total or not active:
         return 1.0, []
@@ -184,7 +190,7 @@ def _skew(route, active, loads) -> tuple[float, list[Finding]]:
     return ratio, found
 
 
-def _pop_readers(state: GroupState, route, claims) -> dict[str, int]:
+def _pop_readers(state: GroupState, route: TopicQueues, claims: Claims) -> dict[str, int]:
     """A RocketMQ group's shared (POP) readers: per topic, the most reading one queue."""
     popping = [m for m in state.live_members()
                if m.shared and m.model == "CLUSTERING" and m.owned is not None]
@@ -194,7 +200,7 @@ def _pop_readers(state: GroupState, route, claims) -> dict[str, int]:
     return _share_readers(topics, popping, claims)
 
 
-def _share_readers(route, active, claims) -> dict[str, int]:
+def _share_readers(route: TopicQueues, active: list[Member], claims: Claims) -> dict[str, int]:
     """A share group's topics: the most members reading one partition (several by design)."""
     readers: dict[str, int] = {}
     for topic, queues in route.items():
@@ -225,17 +231,19 @@ def _handoffs(active: list[Member]) -> list[Finding]:
     return found
 
 
-def _target_findings(route, active) -> tuple[list[Finding], float, list[Finding]]:
+def _target_findings(route: TopicQueues,
+                     active: list[Member]) -> tuple[list[Finding], float, list[Finding]]:
     """The broker's target assignment: partitions it gives nobody, and its skew."""
     targeted = [m for m in active if m.protocol is not None and m.protocol.target is not None]
-    planned = {(t, q) for m in targeted for t, _, q in m.protocol.target}
+    # mypy does not carry that filter over to the uses of m.protocol.target below.
+    planned = {(t, q) for m in targeted for t, _, q in m.protocol.target}  # type: ignore[union-attr]
     unassigned = [Finding("target_unassigned", topic, queue) for topic, queues in route.items()
                   for queue in queues if (topic, queue[1]) not in planned]
     total = sum(len(q) for q in route.values())
     if not total or not targeted:
         return unassigned, 1.0, []
     in_route = {(t, q) for t, queues in route.items() for _, q in queues}
-    loads = {m.client_id: sum((t, q) in in_route for t, _, q in m.protocol.target)
+    loads = {m.client_id: sum((t, q) in in_route for t, _, q in m.protocol.target)  # type: ignore[union-attr]
              for m in targeted}
     ideal = math.ceil(total / len(targeted))
     peak = max(loads.values())
@@ -247,7 +255,8 @@ def _target_findings(route, active) -> tuple[list[Finding], float, list[Finding]
         "skew_ratio": ratio, "ideal": ideal, "max_load": peak, "busiest": busiest})]
 
 
-def _inconsistency(kind: str, active: list[Member], facet) -> list[Finding]:
+def _inconsistency(kind: str, active: list[Member],
+                   facet: Callable[[Member], tuple[object, ...]]) -> list[Finding]:
     """One finding naming the members whose facet differs from the most common one."""
     votes = Counter(facet(m) for m in active)
     if len(votes) < 2:
@@ -323,22 +332,25 @@ def _broker_splits(state: GroupState, active: list[Member]) -> list[Finding]:
     return found
 
 
-def _broker_views(topic: str, subscribers: list[Member], route) -> dict[str, dict[Queue2, set]]:
+def _broker_views(topic: str, subscribers: list[Member],
+                  route: tuple[int, tuple[Queue2, ...]] | None,
+                  ) -> dict[str, dict[Queue2, set[str]]]:
     """broker -> queue -> the clients it gives that queue, for each broker of the topic's route
     that answered every subscriber (a broker that gives no answer leaves a client as it was)."""
     serving = None if route is None else {broker for broker, _ in route[1]}
-    brokers = {b for m in subscribers for b, _ in m.broker_assignments}
+    # Every subscriber has broker_assignments (_broker_splits asks only those), here and below.
+    brokers = {b for m in subscribers for b, _ in m.broker_assignments}  # type: ignore[union-attr]
     views = {}
     for broker in sorted(brokers):
         if serving is not None and broker not in serving:
             continue   # no client of the topic asks it
-        answers = [dict(dict(m.broker_assignments).get(broker, ())).get(topic)
+        answers = [dict(dict(m.broker_assignments).get(broker, ())).get(topic)  # type: ignore[arg-type]
                    for m in subscribers]
         if any(a is None for a in answers):
             continue
-        owners: dict[Queue2, set] = {}
+        owners: dict[Queue2, set[str]] = {}
         for member, queues in zip(subscribers, answers, strict=True):
-            for queue in queues:
+            for queue in queues:  # type: ignore[union-attr]  # no None: skipped above
                 owners.setdefault(queue, set()).add(member.client_id)
         views[broker] = owners
     return views
@@ -370,8 +382,8 @@ def _mismatches(state: GroupState) -> list[Finding]:
     return found
 
 
-def diff(before: dict[tuple, int], after: dict[tuple, int], current: dict[tuple, Finding],
-         key: GroupKey, at: int) -> list[FindingRecord]:
+def diff(before: Mapping[FindingIdentity, int], after: Mapping[FindingIdentity, int],
+         current: Mapping[FindingIdentity, Finding], key: GroupKey, at: int) -> list[FindingRecord]:
     """Records for the findings that ended (in before, not after) and started (the reverse).
     A finding that ended and began again in between (a new `since`) yields both."""
     ended = [FindingRecord.of("ended", i, key, s, at)
@@ -388,13 +400,13 @@ class Transition(NamedTuple):
     at: int
     offset: int
     status: str                 # "started" or "ended"
-    identity: tuple
+    identity: FindingIdentity
     since: int
-    detail: dict | None
+    detail: dict[str, JsonValue] | None
 
 
-def transitions(before: dict[tuple, int], after: dict[tuple, int], found: list[Finding],
-                at: int, offset: int) -> list[Transition]:
+def transitions(before: Mapping[FindingIdentity, int], after: Mapping[FindingIdentity, int],
+                found: list[Finding], at: int, offset: int) -> list[Transition]:
     """What changed between two open sets (identity -> since) at one event: ended, then started."""
     ended = [i for i in before if i not in after]
     if not ended and len(after) == len(before):
@@ -411,8 +423,9 @@ def _identity_repr(finding: Finding) -> str:
     return repr(finding.identity)
 
 
-def publish(published: dict[tuple, int], log: list[Transition], open_now: dict[tuple, int],
-            current: dict[tuple, Finding], key: GroupKey, cursor_at: int) -> list[FindingRecord]:
+def publish(published: Mapping[FindingIdentity, int], log: list[Transition],
+            open_now: dict[FindingIdentity, int], current: Mapping[FindingIdentity, Finding],
+            key: GroupKey, cursor_at: int) -> list[FindingRecord]:
     """The records that take the findings topic from `published` (open as published so far) to
     `open_now`: first a correction of history already published (the open set at the cursor,
     rebuilt by undoing `log` from `open_now`, diffed against `published`, stamped `cursor_at`),
@@ -435,8 +448,8 @@ def _net(changes: list[Transition], key: GroupKey, at: int) -> list[FindingRecor
     """One instant's records: what was open before it against what is open after it, so a
     finding that starts and ends within one millisecond (events of one instant applied one by
     one) is no finding."""
-    before: dict[tuple, int | None] = {}
-    last: dict[tuple, Transition] = {}
+    before: dict[FindingIdentity, int | None] = {}
+    last: dict[FindingIdentity, Transition] = {}
     for change in changes:
         if change.identity not in before:
             before[change.identity] = change.since if change.status == "ended" else None
@@ -452,7 +465,7 @@ def _net(changes: list[Transition], key: GroupKey, at: int) -> list[FindingRecor
     return out + started
 
 
-def _order(item: tuple[tuple, int]) -> str:
+def _order(item: tuple[FindingIdentity, object]) -> str:
     return repr(item[0])
 
 
@@ -467,7 +480,7 @@ def metrics(state: GroupState, result: GroupFindings) -> GroupMetrics:
         **_common_metrics(state, result, conflicts, client_queues), **_assignment_metrics(state, result))
 
 
-def _assignment_metrics(state: GroupState, result: GroupFindings) -> dict:
+def _assignment_metrics(state: GroupState, result: GroupFindings) -> dict[str, Any]:
     kind = group_type(state)
     out = {"group_type": kind, "assignor": state.assignor or "",
            "assignor_changes_total": state.assignor_changes,
@@ -491,7 +504,7 @@ def _assignment_metrics(state: GroupState, result: GroupFindings) -> dict:
 
 
 def _common_metrics(state: GroupState, result: GroupFindings, conflicts: list[int],
-                    client_queues: dict[str, int]) -> dict:
+                    client_queues: dict[str, int]) -> dict[str, Any]:
     return dict(
         system=state.system, group=state.group, event_time_ms=state.clock,
         members=len(state.members), queues=dict(result.queues),

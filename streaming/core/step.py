@@ -62,16 +62,22 @@ and no event at or behind it, emits none: the detail emitted last is still the g
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from typing import NamedTuple
 
 from streaming.core import findings as fnd
-from streaming.core.contract import GroupDetail, GroupKey, GroupMetrics, StepOutput
+from streaming.core.contract import (
+    FindingIdentity,
+    GroupDetail,
+    GroupKey,
+    GroupMetrics,
+    StepOutput,
+)
 from streaming.core.detail import group_detail
 from streaming.core.state.codec import Stored, StoredBody, decode, decode_body, encode, render_state
-from streaming.core.state.events import Event
+from streaming.core.state.events import Event, Queue2
 from streaming.core.state.group import (
     Change,
     GroupState,
@@ -81,7 +87,7 @@ from streaming.core.state.group import (
     next_deadline,
 )
 from streaming.core.state.refresh import Refreshes
-from streaming.core.state.rerun import claims_of, rerun
+from streaming.core.state.rerun import Claims, claims_of, rerun
 
 LONG_AGO = -(2**62)
 
@@ -185,7 +191,8 @@ def _restored_view(blob: bytes) -> Replay:
     return _replay(Replay(stored.settled), stored.pending, stored.now)
 
 
-def _replay_window(stored: Stored, events, watermark_ms, config: StepConfig,
+def _replay_window(stored: Stored[GroupState], events: Sequence[tuple[Event, int]],
+                   watermark_ms: int | None, config: StepConfig,
                    new_group: bool = False) -> StepOutput:
     """The full replay, which every other way equals: merge too-late events into the settled
     state, replay the window with the new events (publishing the transitions after the
@@ -222,12 +229,13 @@ class Following(NamedTuple):
     """A step whose events all come after the stored view: its events in (ts, offset) order,
     the window's new lower edge and the time the step runs to."""
 
-    events: list
+    events: list[tuple[Event, int]]
     horizon: int
     now: int
 
 
-def _following(body: StoredBody, events, watermark_ms, config) -> Following | None:
+def _following(body: StoredBody, events: Sequence[tuple[Event, int]], watermark_ms: int | None,
+               config: StepConfig) -> Following | None:
     """Following when every event sorts after the stored window and at or after its `now` (and
     the view was kept with the same session timeout): then replaying the window would repeat,
     step for step, what the stored view already is (expiry runs deadline by deadline, so where
@@ -250,7 +258,7 @@ def _onto_view_edge_kept(body: StoredBody, following: Following) -> StepOutput:
     because the view is the replay of that same window up to its `now`, and the new events all
     come after both (`_following`)."""
     published = (body.now, body.now_offset)
-    view = _onto_view(body.view(), following, published)
+    view = _onto_view(body.view(), following, published)  # type: ignore[arg-type]  # _following: a view
     kept = Stored(body.settled_text(), following.events, following.horizon, {}, 0,
                   pending_raw=body.pending_raw())
     return _conclude(view, body.published(), published, kept)
@@ -262,7 +270,7 @@ def _onto_view_edge_in_new_events(body: StoredBody, following: Following) -> Ste
     Equal to the full replay because that replay would apply the whole stored window before the
     edge too, re-run for re-run what the view already is."""
     published = (body.now, body.now_offset)
-    view = _publishing(Replay(body.view()), published)
+    view = _publishing(Replay(body.view()), published)  # type: ignore[arg-type]  # _following: a view
     pending = _settle(view, following.events, following.horizon)
     settled_text = render_state(view.state)
     _replay(view, pending, following.now)
@@ -270,7 +278,7 @@ def _onto_view_edge_in_new_events(body: StoredBody, following: Following) -> Ste
                      Stored(settled_text, pending, following.horizon, {}, 0))
 
 
-def _onto_view_edge_past_window(stored: Stored, following: Following,
+def _onto_view_edge_past_window(stored: Stored[GroupState], following: Following,
                                 config: StepConfig) -> StepOutput:
     """The window's new lower edge lies past some stored events but not into the new ones: only
     stored events leave the window, onto the settled state (they were published through the
@@ -281,13 +289,14 @@ def _onto_view_edge_past_window(stored: Stored, following: Following,
     published = (stored.now, stored.now_offset)
     settled = Replay(stored.settled)
     pending = _settle(settled, stored.pending, following.horizon)
-    view = _onto_view(stored.view, following, published)
+    view = _onto_view(stored.view, following, published)  # type: ignore[arg-type]  # _following: a view
     kept = Stored(render_state(settled.state), [*pending, *following.events], following.horizon,
                   {}, 0)
     return _conclude(view, stored.published, published, kept)
 
 
-def _onto_view(view_state: GroupState, following: Following, published) -> Replay:
+def _onto_view(view_state: GroupState, following: Following,
+               published: tuple[int, int]) -> Replay:
     """Apply events that all come after the view, publishing the transitions after
     `published`."""
     view = _publishing(Replay(view_state), published)
@@ -301,8 +310,8 @@ def _publishing(replay: Replay, published: tuple[int, int]) -> Replay:
     return replay
 
 
-def _conclude(view: Replay, published: dict, published_at: tuple[int, int],
-              kept: Stored) -> StepOutput:
+def _conclude(view: Replay, published: Mapping[FindingIdentity, int],
+              published_at: tuple[int, int], kept: Stored[str]) -> StepOutput:
     """Findings of the view, the transitions to publish after `published_at`, the new blob
     (`kept` gives its settled state and window), and the group's detail if it changed."""
     state = view.state
@@ -311,7 +320,8 @@ def _conclude(view: Replay, published: dict, published_at: tuple[int, int],
     open_now = {f.identity: state.since.get(f.identity, now) for f in current.findings}
     by_identity = {f.identity: f for f in current.findings}
     key = GroupKey(state.system, state.group)
-    changes = fnd.publish(published, view.log, open_now, by_identity, key, published_at[0])
+    # Every view concluded here is publishing (_publishing): its log is a list.
+    changes = fnd.publish(published, view.log, open_now, by_identity, key, published_at[0])  # type: ignore[arg-type]
     if not state.members and now > state.clock + state.session_timeout_ms:
         changes += fnd.diff(open_now, {}, {}, key, now)
         return StepOutput(None, None, changes, None)
@@ -327,7 +337,7 @@ def _conclude(view: Replay, published: dict, published_at: tuple[int, int],
                       refreshes, _detail(view, open_now) if view.changed else None)
 
 
-def _detail(view: Replay, open_now: dict | None = None) -> GroupDetail:
+def _detail(view: Replay, open_now: Mapping[FindingIdentity, int] | None = None) -> GroupDetail:
     state = view.state
     current = view.current_findings()
     if open_now is None:
@@ -335,7 +345,7 @@ def _detail(view: Replay, open_now: dict | None = None) -> GroupDetail:
     return group_detail(state, open_now, {f.identity: f.detail for f in current.findings})
 
 
-def _last_pending(stored: Stored) -> tuple[int, int] | None:
+def _last_pending(stored: Stored[str]) -> tuple[int, int] | None:
     """(ts, offset) of the window's last event, as the blob will store it."""
     if stored.pending:
         event, offset = stored.pending[-1]
@@ -356,7 +366,8 @@ def _step_now(clock: int, watermark_ms: int | None, *reached: int) -> int:
     return max(clock, watermark_ms or 0, *reached)
 
 
-def _settle(replay: Replay, items, horizon: int) -> list:
+def _settle(replay: Replay, items: list[tuple[Event, int]],
+            horizon: int) -> list[tuple[Event, int]]:
     """Apply the items (in order) before the window's lower edge and expire up to it: the state
     becomes the settled state at `horizon`. Returns the items from the edge on."""
     cut = next((i for i, (e, _) in enumerate(items) if e.ts >= horizon), len(items))
@@ -372,7 +383,7 @@ def _next_horizon(current: int, clock: int, watermark_ms: int | None, window_ms:
     return wanted if wanted >= current + window_ms else current
 
 
-def _replay(replay: Replay, items, until: int) -> Replay:
+def _replay(replay: Replay, items: Iterable[tuple[Event, int]], until: int) -> Replay:
     """Apply items in order, expiring sessions as event time passes, then expire up to until."""
     for event, offset in items:
         ts = event.ts
@@ -443,18 +454,20 @@ def _note_assignor(state: GroupState) -> None:
         state.assignor = assignor
 
 
-def _log(replay: Replay, before: dict, after: dict, found: list, at: int, offset: int) -> None:
+def _log(replay: Replay, before: Mapping[FindingIdentity, int],
+         after: Mapping[FindingIdentity, int], found: list[fnd.Finding], at: int,
+         offset: int) -> None:
     if replay.log is not None and (at, offset) > replay.published:
         replay.log += fnd.transitions(before, after, found, at, offset)
 
 
-def _nonempty(claims) -> dict:
+def _nonempty(claims: Claims) -> Claims:
     return {k: v for k, v in claims.items() if any(v.values())}
 
 
-def _moves(before, after) -> int:
+def _moves(before: Claims, after: Claims) -> int:
     """Queues that went to a member that did not hold them, from a member that did."""
-    gained: list[tuple] = []
+    gained: list[tuple[str, Queue2]] = []
     for key, by_topic in after.items():
         old = before.get(key, {})
         for topic, queues in by_topic.items():
@@ -465,7 +478,7 @@ def _moves(before, after) -> int:
     if not gained:
         return 0
     topics = {topic for topic, _ in gained}
-    held = set()
+    held: set[tuple[str, Queue2]] = set()
     for by_topic in before.values():
         for topic, queues in by_topic.items():
             if topic in topics:

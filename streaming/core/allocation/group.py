@@ -20,6 +20,7 @@ from streaming.core.allocation.rocketmq import (
     STRATEGIES,
     AllocationError,
     ByConfig,
+    Params,
     Queue,
     Strategy,
     as_queue,
@@ -38,8 +39,8 @@ _INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
 
 @dataclass(frozen=True)
 class GroupAllocation:
-    results: dict[str, list[Queue] | None]  # client id -> its share in Java's order; None on error
-    errors: dict[str, str]                  # client id -> "java.lang.IllegalArgumentException: ..."
+    results: Mapping[str, list[Queue] | None]  # client id -> its share in Java's order; None on error
+    errors: dict[str, str]                     # client id -> "java.lang.IllegalArgumentException: ..."
 
 
 class InvalidAllocationInput(ValueError):
@@ -64,11 +65,11 @@ class _Plan:
     all_members: bool                     # every client is a non-empty id of cidAll
 
 
-def _is_java_int(value) -> bool:
+def _is_java_int(value: object) -> bool:
     return type(value) is int and _INT_MIN <= value <= _INT_MAX
 
 
-def queue_problem(queue) -> str | None:
+def queue_problem(queue: object) -> str | None:
     """Why `queue` is not a valid Queue (topic str, broker str, Java int id), or None."""
     if type(queue) is not tuple or len(queue) != 3:
         return f"a queue must be a (topic, broker, queue_id) tuple, got {queue!r}"
@@ -78,7 +79,7 @@ def queue_problem(queue) -> str | None:
     return None
 
 
-def _rooms_problem(name: str, rooms) -> str | None:
+def _rooms_problem(name: str, rooms: object) -> str | None:
     if rooms is None:
         return None
     if not isinstance(rooms, Mapping):
@@ -88,12 +89,12 @@ def _rooms_problem(name: str, rooms) -> str | None:
     return None
 
 
-def is_go(strategy) -> bool:
+def is_go(strategy: object) -> bool:
     """True for a registered strategy of the Go client (sorted and guarded the Go way)."""
     return isinstance(strategy, str) and issubclass(STRATEGIES.get(strategy, Strategy), GoStrategy)
 
 
-def params_problem(strategy: str, params) -> str | None:
+def params_problem(strategy: str, params: object) -> str | None:
     """Why (strategy, params) cannot be run, or None. Java's own exceptions are not problems."""
     if not isinstance(strategy, str) or strategy not in STRATEGIES:
         return f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}"
@@ -127,7 +128,7 @@ def params_problem(strategy: str, params) -> str | None:
     return None
 
 
-def sorted_valid_queues(queues: list, go: bool = False) -> list[Queue]:
+def sorted_valid_queues(queues: list[Queue], go: bool = False) -> list[Queue]:
     """`sort_queues` (`sort_queues_go` if `go`) after validating every queue; raises
     InvalidAllocationInput with a reason.
 
@@ -149,24 +150,25 @@ def sorted_valid_queues(queues: list, go: bool = False) -> list[Queue]:
     raise InvalidAllocationInput(next(filter(None, map(queue_problem, queues)), "invalid queue"))
 
 
-def _ids_problem(what: str, ids: Sequence) -> str | None:
+def _ids_problem(what: str, ids: Sequence[object]) -> str | None:
     if not set(map(type, ids)) <= {str}:
         return f"{what} must be str, got {next(i for i in ids if type(i) is not str)!r}"
     return None
 
 
-def _plans(strategy: str, params: Mapping | None, requested: list[str], members: frozenset[str],
-           client_params: Mapping[str, Mapping] | None) -> list[_Plan]:
+def _plans(strategy: str, params: Params | None, requested: list[str], members: frozenset[str],
+           client_params: Mapping[str, Params] | None) -> list[_Plan]:
     """One strategy instance per distinct parameter set (per-client params: CONFIG's lists)."""
-    by_params: dict[int, tuple[Mapping | None, list[str]]] = {}
+    by_params: dict[int, tuple[Params | None, list[str]]] = {}
     if not client_params:
         by_params[id(None)] = (None, requested)
     for cid in requested if client_params else ():
-        own = client_params.get(cid)
+        own = client_params.get(cid)  # type: ignore[union-attr]  # not None: the loop runs
         by_params.setdefault(id(own), (own, []))[1].append(cid)
     plans: list[_Plan] = []
     for own, clients in by_params.values():
         effective = params if own is None else {**(params or {}), **own}
+        instance: Strategy | AllocationError
         try:
             instance = make_strategy(strategy, effective)
         except AllocationError as error:
@@ -177,7 +179,7 @@ def _plans(strategy: str, params: Mapping | None, requested: list[str], members:
 
 
 def _check_all(plan: _Plan, mq_all: list[Queue], view: _View,
-               results: dict, errors: dict) -> None:
+               results: dict[str, list[Queue] | None], errors: dict[str, str]) -> None:
     """`check` for every client of one plan, then one `shares` call for the members among them."""
     instance = plan.instance
     if isinstance(instance, AllocationError):
@@ -210,31 +212,31 @@ def _check_all(plan: _Plan, mq_all: list[Queue], view: _View,
 
 
 def _check_all_go(plan: _Plan, mq_all: list[Queue], view: _View,
-                  results: dict, errors: dict) -> None:
+                  results: dict[str, list[Queue] | None], errors: dict[str, str]) -> None:
     """Go's guard returns nil where Java throws: an empty id or list, or a stranger, gets []."""
     runnable = bool(mq_all and view.cids)
     members = [cid for cid in plan.clients if runnable and cid and cid in view.members]
     results.update({cid: [] for cid in plan.clients})
     if members:
-        shares, panics = plan.instance.outcomes(mq_all, view.cids, members)
+        # The caller found a GoStrategy.
+        shares, panics = plan.instance.outcomes(mq_all, view.cids, members)  # type: ignore[union-attr]
         results.update(shares)
         errors.update(panics)
 
 
 def _allocate_sorted(plans: list[_Plan], mq_all: list[Queue], view: _View) -> GroupAllocation:
     only = plans[0] if len(plans) == 1 else None
-    common = only is not None and only.all_members and bool(mq_all and view.cids)
-    if common and isinstance(only.instance, GoStrategy):
-        # Go's guard lets every client through; panics are all that can set one apart.
-        return GroupAllocation(*only.instance.outcomes(mq_all, view.cids, only.clients))
-    if (common and not isinstance(only.instance, ByConfig)
-            and isinstance(only.instance, Strategy)):
-        # Common case: one parameter set, every requested id a member; shares() keeps order.
-        try:
-            return GroupAllocation(only.instance.shares(mq_all, view.cids, only.clients), {})
-        except AllocationError as error:
-            return GroupAllocation(dict.fromkeys(only.clients),
-                                   dict.fromkeys(only.clients, str(error)))
+    if only is not None and only.all_members and mq_all and view.cids:
+        if isinstance(only.instance, GoStrategy):
+            # Go's guard lets every client through; panics are all that can set one apart.
+            return GroupAllocation(*only.instance.outcomes(mq_all, view.cids, only.clients))
+        if not isinstance(only.instance, ByConfig) and isinstance(only.instance, Strategy):
+            # Common case: one parameter set, every requested id a member; shares() keeps order.
+            try:
+                return GroupAllocation(only.instance.shares(mq_all, view.cids, only.clients), {})
+            except AllocationError as error:
+                return GroupAllocation(dict.fromkeys(only.clients),
+                                       dict.fromkeys(only.clients, str(error)))
     results: dict[str, list[Queue] | None] = dict.fromkeys(view.requested)
     errors: dict[str, str] = {}
     for plan in plans:
@@ -245,9 +247,9 @@ def _allocate_sorted(plans: list[_Plan], mq_all: list[Queue], view: _View) -> Gr
     return GroupAllocation(results=results, errors=errors)
 
 
-def _prepare(strategy: str, params: Mapping | None, client_ids: Iterable[str],
+def _prepare(strategy: str, params: Params | None, client_ids: Iterable[str],
              for_clients: Iterable[str] | None,
-             client_params: Mapping[str, Mapping] | None) -> tuple[list[_Plan], _View]:
+             client_params: Mapping[str, Params] | None) -> tuple[list[_Plan], _View]:
     cids = list(client_ids)
     requested_raw = cids if for_clients is None else list(for_clients)
     problem = (params_problem(strategy, params) or _ids_problem("client ids", cids)
@@ -266,9 +268,9 @@ def _prepare(strategy: str, params: Mapping | None, client_ids: Iterable[str],
     return _plans(strategy, params, requested, view.members, client_params), view
 
 
-def allocate_group(strategy: str, params: Mapping | None, queues: Iterable[Queue],
+def allocate_group(strategy: str, params: Params | None, queues: Iterable[Queue],
                    client_ids: Iterable[str], for_clients: Iterable[str] | None = None,
-                   client_params: Mapping[str, Mapping] | None = None) -> GroupAllocation:
+                   client_params: Mapping[str, Params] | None = None) -> GroupAllocation:
     """Every requested client's share of one topic's queues, as each client computes it.
 
     Sorts the inputs as RebalanceImpl does (a GO_ strategy: as the Go client does); `for_clients`
@@ -281,10 +283,10 @@ def allocate_group(strategy: str, params: Mapping | None, queues: Iterable[Queue
     return _allocate_sorted(plans, mq_all, view)
 
 
-def allocate_group_topics(strategy: str, params: Mapping | None,
+def allocate_group_topics(strategy: str, params: Params | None,
                           queues_by_topic: Mapping[str, Iterable[Queue]],
                           client_ids: Iterable[str], for_clients: Iterable[str] | None = None,
-                          client_params: Mapping[str, Mapping] | None = None,
+                          client_params: Mapping[str, Params] | None = None,
                           ) -> dict[str, GroupAllocation]:
     """`allocate_group` for each topic of a subscription, as RebalanceImpl runs topic by topic.
 

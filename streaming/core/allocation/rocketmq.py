@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import cmp_to_key
 from itertools import islice, repeat
 from operator import itemgetter, lt
-from typing import ClassVar
+from typing import Any, ClassVar, Literal
 
 from streaming.core.allocation.consistent_hash import ConsistentHashRouter, queue_key
 from streaming.core.allocation.javaorder import (
@@ -27,6 +27,8 @@ from streaming.core.allocation.javaorder import (
 )
 
 Queue = tuple[str, str, int]  # (topic, broker_name, queue_id): MessageQueue
+# A strategy's parameters, as the event or request gives them (JSON): each strategy reads its own.
+Params = Mapping[str, Any]
 
 _INT_MAX = (1 << 31) - 1
 
@@ -39,7 +41,7 @@ class AllocationError(Exception):
         self.message = message
 
 
-def as_queue(value) -> Queue:
+def as_queue(value: Mapping[str, Any] | Sequence[Any]) -> Queue:
     """A Queue from a (topic, broker, id) sequence or a {topic, broker, queue_id} mapping."""
     if isinstance(value, Mapping):
         return (value["topic"], value["broker"], value["queue_id"])
@@ -60,7 +62,7 @@ def _java_int_compare(left: Queue, right: Queue, keys: Mapping[str, bytes]) -> i
     return diff
 
 
-def _stable_sort_by_name(items: list[Queue], field: int, names: set[str]) -> None:
+def _stable_sort_by_name(items: list[Queue], field: Literal[0, 1], names: set[str]) -> None:
     if len(names) < 2:
         return
     if is_code_point_order_safe(names):
@@ -93,7 +95,8 @@ def sort_queue_list(items: list[Queue], topics: set[str], brokers: set[str], ids
         # The subtraction overflows: reproduce the comparator (Java's TimSort may still order an
         # inconsistent comparator differently; ids this far apart do not occur in practice).
         keys = {name: java_order_key(name) for name in topics | brokers}
-        return sorted(items, key=cmp_to_key(lambda a, b: _java_int_compare(a, b, keys)))
+        # mypy cannot infer the lambda's parameter types through cmp_to_key.
+        return sorted(items, key=cmp_to_key(lambda a, b: _java_int_compare(a, b, keys)))  # type: ignore[arg-type]
     # Three stable passes (id, then broker, then topic) equal one lexicographic sort and keep
     # every comparison in C: several times faster than a tuple key.
     items = sorted(items, key=itemgetter(2))
@@ -119,7 +122,7 @@ class Strategy:
 
     name: ClassVar[str] = ""
 
-    def __init__(self, params: Mapping | None = None) -> None:
+    def __init__(self, params: Params | None = None) -> None:
         self.params = dict(params or {})
 
     def check(self, current_cid: str, mq_all: Sequence[Queue], cid_all: Sequence[str]) -> bool:
@@ -137,7 +140,7 @@ class Strategy:
         """The per-client Java method, transcribed statement by statement (no shortcuts)."""
         raise NotImplementedError
 
-    def shares(self, mq_all: Sequence[Queue], cid_all: Sequence[str],
+    def shares(self, mq_all: list[Queue], cid_all: Sequence[str],
                members: Iterable[str] | None = None) -> dict[str, list[Queue]]:
         """The share of each member id (default: all) after `check` passed for them."""
         raise NotImplementedError
@@ -151,15 +154,18 @@ class _SliceStrategy(Strategy):
     not mutate those lists between calls (group.py never does).
     """
 
-    def __init__(self, params=None):
+    def __init__(self, params: Params | None = None) -> None:
         super().__init__(params)
-        self._last: tuple | None = None
+        # (queue count, cidAll, members, ids, their slices) of the last call
+        self._last: tuple[int, Sequence[str], Iterable[str] | None, list[str],
+                          list[slice]] | None = None
 
     def slot_slices(self, n: int, m: int) -> list[slice]:
         """The share of every slot 0..m-1 as a slice of the sorted queue list."""
         raise NotImplementedError
 
-    def shares(self, mq_all, cid_all, members=None):
+    def shares(self, mq_all: list[Queue], cid_all: Sequence[str],
+               members: Iterable[str] | None = None) -> dict[str, list[Queue]]:
         n, last = len(mq_all), self._last
         if last is None or last[0] != n or last[1] is not cid_all or last[2] is not members:
             first = first_index_by_id(cid_all)
@@ -179,7 +185,8 @@ class Averagely(_SliceStrategy):
 
     name = "AVG"
 
-    def allocate(self, current_cid, mq_all, cid_all):
+    def allocate(self, current_cid: str, mq_all: Sequence[Queue],
+                 cid_all: Sequence[str]) -> list[Queue]:
         if not self.check(current_cid, mq_all, cid_all):
             return []
         index = cid_all.index(current_cid)
@@ -193,7 +200,7 @@ class Averagely(_SliceStrategy):
         start = index * average_size if mod > 0 and index < mod else index * average_size + mod
         return [mq_all[start + i] for i in range(min(average_size, len(mq_all) - start))]
 
-    def slot_slices(self, n, m):
+    def slot_slices(self, n: int, m: int) -> list[slice]:
         if n <= m:
             # averageSize 1: slot i < n takes queue i, the slots after it get nothing.
             starts = [*range(n), *repeat(n, m - n)]
@@ -212,13 +219,14 @@ class AveragelyByCircle(_SliceStrategy):
 
     name = "AVG_BY_CIRCLE"
 
-    def allocate(self, current_cid, mq_all, cid_all):
+    def allocate(self, current_cid: str, mq_all: Sequence[Queue],
+                 cid_all: Sequence[str]) -> list[Queue]:
         if not self.check(current_cid, mq_all, cid_all):
             return []
         index = cid_all.index(current_cid)
         return [mq_all[i] for i in range(index, len(mq_all)) if i % len(cid_all) == index]
 
-    def slot_slices(self, n, m):
+    def slot_slices(self, n: int, m: int) -> list[slice]:
         return list(map(slice, range(m), repeat(None), repeat(m)))
 
 
@@ -231,9 +239,9 @@ class ConsistentHash(Strategy):
 
     name = "CONSISTENT_HASH"
 
-    def __init__(self, params=None):
+    def __init__(self, params: Params | None = None) -> None:
         super().__init__(params)
-        self.virtual_nodes = self.params.get("virtual_nodes", 10)
+        self.virtual_nodes: int = self.params.get("virtual_nodes", 10)
         if self.virtual_nodes < 0:
             raise AllocationError(f"illegal virtualNodeCnt :{self.virtual_nodes}")
         self._router_cache: tuple[tuple[str, ...], ConsistentHashRouter] | None = None
@@ -245,14 +253,16 @@ class ConsistentHash(Strategy):
             self._router_cache = (key, ConsistentHashRouter(cid_all, self.virtual_nodes))
         return self._router_cache[1]
 
-    def allocate(self, current_cid, mq_all, cid_all):
+    def allocate(self, current_cid: str, mq_all: Sequence[Queue],
+                 cid_all: Sequence[str]) -> list[Queue]:
         if not self.check(current_cid, mq_all, cid_all):
             return []
         router = ConsistentHashRouter(cid_all, self.virtual_nodes)
         owners = router.route_all(queue_string(mq) for mq in mq_all)
         return [mq for mq, owner in zip(mq_all, owners, strict=True) if owner == current_cid]
 
-    def shares(self, mq_all, cid_all, members=None):
+    def shares(self, mq_all: list[Queue], cid_all: Sequence[str],
+               members: Iterable[str] | None = None) -> dict[str, list[Queue]]:
         owners = self.router(cid_all).route_all(queue_string(mq) for mq in mq_all)
         buckets: dict[str, list[Queue]] = {cid: [] for cid in cid_all}
         for mq, owner in zip(mq_all, owners, strict=True):
@@ -270,9 +280,9 @@ class ByMachineRoom(Strategy):
 
     name = "MACHINE_ROOM"
 
-    def __init__(self, params=None):
+    def __init__(self, params: Params | None = None) -> None:
         super().__init__(params)
-        self.consumer_idcs = frozenset(self.params.get("consumer_idcs", ()))
+        self.consumer_idcs: frozenset[str] = frozenset(self.params.get("consumer_idcs", ()))
 
     def eligible(self, mq_all: Sequence[Queue]) -> list[Queue]:
         idcs, split_cache = self.consumer_idcs, {}
@@ -281,7 +291,8 @@ class ByMachineRoom(Strategy):
             split_cache[broker] = len(parts) == 2 and parts[0] in idcs
         return [mq for mq in mq_all if split_cache[mq[1]]]
 
-    def allocate(self, current_cid, mq_all, cid_all):
+    def allocate(self, current_cid: str, mq_all: Sequence[Queue],
+                 cid_all: Sequence[str]) -> list[Queue]:
         if not self.check(current_cid, mq_all, cid_all):
             return []
         current_index = cid_all.index(current_cid)
@@ -297,7 +308,8 @@ class ByMachineRoom(Strategy):
             result.append(premq[current_index + mod * len(cid_all)])
         return result
 
-    def shares(self, mq_all, cid_all, members=None):
+    def shares(self, mq_all: list[Queue], cid_all: Sequence[str],
+               members: Iterable[str] | None = None) -> dict[str, list[Queue]]:
         premq = self.eligible(mq_all)
         m = len(cid_all)
         base, rem = divmod(len(premq), m)
@@ -322,14 +334,15 @@ class MachineRoomNearby(Strategy):
 
     name = "MACHINE_ROOM_NEARBY"
 
-    def __init__(self, params=None):
+    def __init__(self, params: Params | None = None) -> None:
         super().__init__(params)
         inner_name = self.params.get("inner", "AVG")
         self.inner = make_strategy(inner_name, self.params.get("inner_params") or {})
-        self.broker_rooms = dict(self.params.get("broker_rooms") or {})
-        self.client_rooms = dict(self.params.get("client_rooms") or {})
+        self.broker_rooms: dict[str, str | None] = dict(self.params.get("broker_rooms") or {})
+        self.client_rooms: dict[str, str | None] = dict(self.params.get("client_rooms") or {})
 
-    def _rooms(self, mq_all, cid_all):
+    def _rooms(self, mq_all: Sequence[Queue], cid_all: Sequence[str],
+               ) -> tuple[dict[str, list[Queue]], dict[str, list[str]]]:
         """`mr2Mq` and `mr2c` (TreeMaps), raising as Java does on the first unresolved name."""
         mr2mq: dict[str, list[Queue]] = {}
         for mq in mq_all:
@@ -345,21 +358,24 @@ class MachineRoomNearby(Strategy):
             mr2c.setdefault(room, []).append(cid)
         return mr2mq, mr2c
 
-    def allocate(self, current_cid, mq_all, cid_all):
+    def allocate(self, current_cid: str, mq_all: Sequence[Queue],
+                 cid_all: Sequence[str]) -> list[Queue]:
         if not self.check(current_cid, mq_all, cid_all):
             return []
         mr2mq, mr2c = self._rooms(mq_all, cid_all)
+        # check() passed: current_cid is in cid_all, so _rooms found its room (a key of mr2c).
         current_room = self.client_rooms.get(current_cid)
-        room_mqs = mr2mq.pop(current_room, None)
-        results = []
+        room_mqs = mr2mq.pop(current_room, None)  # type: ignore[arg-type]
+        results: list[Queue] = []
         if room_mqs:
-            results += self.inner.allocate(current_cid, room_mqs, mr2c.get(current_room))
+            results += self.inner.allocate(current_cid, room_mqs, mr2c.get(current_room))  # type: ignore[arg-type]
         for room in java_sorted(mr2mq):
             if room not in mr2c:
                 results += self.inner.allocate(current_cid, mr2mq[room], cid_all)
         return results
 
-    def shares(self, mq_all, cid_all, members=None):
+    def shares(self, mq_all: list[Queue], cid_all: Sequence[str],
+               members: Iterable[str] | None = None) -> dict[str, list[Queue]]:
         mr2mq, mr2c = self._rooms(mq_all, cid_all)
         wanted = list(dict.fromkeys(cid_all if members is None else members))
         result: dict[str, list[Queue]] = {cid: [] for cid in wanted}
@@ -387,10 +403,12 @@ class ByConfig(Strategy):
 
     name = "CONFIG"
 
-    def allocate(self, current_cid, mq_all, cid_all):
+    def allocate(self, current_cid: str, mq_all: Sequence[Queue],
+                 cid_all: Sequence[str]) -> list[Queue]:
         return [as_queue(q) for q in self.params.get("queues") or ()]
 
-    def shares(self, mq_all, cid_all, members=None):
+    def shares(self, mq_all: list[Queue], cid_all: Sequence[str],
+               members: Iterable[str] | None = None) -> dict[str, list[Queue]]:
         configured = self.allocate("", mq_all, cid_all)
         return {cid: list(configured) for cid in (cid_all if members is None else members)}
 
@@ -403,12 +421,12 @@ STRATEGIES: dict[str, type[Strategy]] = {
 }
 
 
-def make_strategy(strategy: str, params: Mapping | None = None) -> Strategy:
+def make_strategy(strategy: str, params: Params | None = None) -> Strategy:
     """A fresh strategy instance; a Java constructor exception is raised as AllocationError."""
     return STRATEGIES[strategy](params)
 
 
-def allocate(strategy: str, params: Mapping, client_id: str, queues_sorted: Sequence[Queue],
+def allocate(strategy: str, params: Params, client_id: str, queues_sorted: Sequence[Queue],
              cids_sorted: Sequence[str]) -> list[Queue]:
     """The per-client call, exactly `AllocateMessageQueueStrategy.allocate`; raises AllocationError.
 

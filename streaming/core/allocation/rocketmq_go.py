@@ -40,6 +40,7 @@ from streaming.core.allocation.rocketmq import (
     AllocationError,
     Averagely,
     AveragelyByCircle,
+    Params,
     Queue,
     Strategy,
     first_index_by_id,
@@ -150,8 +151,8 @@ class GoStrategy(Strategy):
     def check(self, current_cid: str, mq_all: Sequence[Queue], cid_all: Sequence[str]) -> bool:
         return bool(current_cid and mq_all and cid_all) and current_cid in cid_all
 
-    def outcomes(self, mq_all: Sequence[Queue], cid_all: Sequence[str], members: list[str],
-                 ) -> tuple[dict[str, list[Queue] | None], dict[str, str]]:
+    def outcomes(self, mq_all: list[Queue], cid_all: Sequence[str], members: list[str],
+                 ) -> tuple[Mapping[str, list[Queue] | None], dict[str, str]]:
         """(share or None, panic text) of each member; a panic may hit only some members."""
         try:
             return self.shares(mq_all, cid_all, members), {}
@@ -192,11 +193,11 @@ class GoConsistentHash(GoStrategy):
 
     name = "GO_CONSISTENT_HASH"
 
-    def __init__(self, params: Mapping | None = None) -> None:
+    def __init__(self, params: Params | None = None) -> None:
         super().__init__(params)
         if "virtual_nodes" not in self.params:
             raise ValueError("GO_CONSISTENT_HASH needs virtual_nodes (Go has no default)")
-        self.virtual_nodes = self.params["virtual_nodes"]
+        self.virtual_nodes: int = self.params["virtual_nodes"]
         self._ring_cache: tuple[tuple[str, ...], StathatRing] | None = None
 
     def build_ring(self, cid_all: Sequence[str]) -> StathatRing:
@@ -212,13 +213,15 @@ class GoConsistentHash(GoStrategy):
             self._ring_cache = (key, self.build_ring(cid_all))
         return self._ring_cache[1]
 
-    def allocate(self, current_cid, mq_all, cid_all):
+    def allocate(self, current_cid: str, mq_all: Sequence[Queue],
+                 cid_all: Sequence[str]) -> list[Queue]:
         if not self.check(current_cid, mq_all, cid_all):
             return []
         owners = self.build_ring(cid_all).get_all(queue_key(*mq) for mq in mq_all)
         return [mq for mq, owner in zip(mq_all, owners, strict=True) if owner == current_cid]
 
-    def shares(self, mq_all, cid_all, members=None):
+    def shares(self, mq_all: list[Queue], cid_all: Sequence[str],
+               members: Iterable[str] | None = None) -> dict[str, list[Queue]]:
         owners = self.ring(cid_all).get_all(queue_key(*mq) for mq in mq_all)
         buckets: dict[str, list[Queue]] = {cid: [] for cid in cid_all}
         for mq, owner in zip(mq_all, owners, strict=True):
@@ -239,10 +242,10 @@ class GoByMachineRoom(GoStrategy):
 
     name = "GO_MACHINE_ROOM"
 
-    def __init__(self, params: Mapping | None = None) -> None:
+    def __init__(self, params: Params | None = None) -> None:
         super().__init__(params)
         # A list: Go loops over it, so a repeated idc repeats the queue in premqAll.
-        self.consumer_idcs = list(self.params.get("consumer_idcs") or ())
+        self.consumer_idcs: list[str] = list(self.params.get("consumer_idcs") or ())
 
     def eligible(self, mq_all: Sequence[Queue]) -> list[Queue]:
         """premqAll."""
@@ -266,13 +269,15 @@ class GoByMachineRoom(GoStrategy):
             share.append(premq[index + mod * m])
         return share
 
-    def allocate(self, current_cid, mq_all, cid_all):
+    def allocate(self, current_cid: str, mq_all: Sequence[Queue],
+                 cid_all: Sequence[str]) -> list[Queue]:
         if not self.check(current_cid, mq_all, cid_all):
             return []
         index = list(cid_all).index(current_cid)
         return self.slot_share(mq_all, self.eligible(mq_all), len(cid_all), index)
 
-    def shares(self, mq_all, cid_all, members=None):
+    def shares(self, mq_all: list[Queue], cid_all: Sequence[str],
+               members: Iterable[str] | None = None) -> dict[str, list[Queue]]:
         premq, first = self.eligible(mq_all), first_index_by_id(cid_all)
         wanted = first if members is None else members
         return {cid: self.slot_share(mq_all, premq, len(cid_all), first[cid]) for cid in wanted}

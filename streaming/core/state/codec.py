@@ -19,15 +19,30 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from typing import Any, Generic, TypeVar
 
 from streaming.core.contract import FindingIdentity
-from streaming.core.state.events import BrokerAnswers, Event, GroupProtocol, Queue2
-from streaming.core.state.group import GroupState, Member
+from streaming.core.state.events import (
+    BrokerAnswers,
+    Event,
+    GroupProtocol,
+    JsonObject,
+    JsonValue,
+    Owned,
+    Queue2,
+)
+from streaming.core.state.group import GroupState, Member, MemberKey
 
 # 2: state keyed by (system, group); the per-group event and ignored-event counts are gone.
 VERSION = 2
 _ALL_PUBLISHED = 2**62      # a blob from before "o": everything at its `now` was published
+
+# A queue list in the blob: broker -> its queue ids, a run of them as [first, last].
+QueueRuns = dict[str, list[int | list[int]]]
+_Settled = TypeVar("_Settled", GroupState, str)
+_T = TypeVar("_T")
 
 
 class CodecError(ValueError):
@@ -35,23 +50,23 @@ class CodecError(ValueError):
 
 
 @dataclass
-class Stored:
+class Stored(Generic[_Settled]):
     """What the blob holds: the settled state, the events still inside the reorder window, the
     window's lower edge, the findings last published (identity -> since) and the step's time.
     Finding transitions are published up to (now, now_offset): the offset of the last event at
     `now` that step() applied (-1: none, only expiries up to `now`)."""
 
-    settled: GroupState | str        # str: already rendered by render_state
+    settled: _Settled                # str: already rendered by render_state
     pending: list[tuple[Event, int]]
     horizon: int
-    published: dict[tuple, int]
+    published: dict[FindingIdentity, int]
     now: int
     now_offset: int = -1
     # The state after `pending`, expired up to `now` (what the last step showed); None in blobs
     # written before it existed. Lets a step whose events all come after it skip the replay.
     view: GroupState | str | None = None
     # Window events still in their stored JSON form ([offset, event]), before `pending`.
-    pending_raw: list = field(default_factory=list)
+    pending_raw: list[JsonValue] = field(default_factory=list)
 
 
 def render_state(state: GroupState) -> str:
@@ -59,7 +74,7 @@ def render_state(state: GroupState) -> str:
     return _dumps(_state_out(state))
 
 
-def encode(stored: Stored) -> bytes:
+def encode(stored: Stored[GroupState] | Stored[str]) -> bytes:
     settled = stored.settled
     pending = [*stored.pending_raw, *([o, _event_out(e)] for e, o in stored.pending)]
     rest = {"p": pending, "h": stored.horizon,
@@ -72,11 +87,11 @@ def encode(stored: Stored) -> bytes:
     return bytes([VERSION]) + zlib.compress(text.encode("utf-8", "surrogatepass"), 6)
 
 
-def _dumps(obj) -> str:
+def _dumps(obj: object) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def decode(blob: bytes) -> Stored:
+def decode(blob: bytes) -> Stored[GroupState]:
     return decode_body(blob).stored()
 
 
@@ -96,10 +111,10 @@ class StoredBody:
     """A decoded blob as JSON values; its parts become objects only when asked for, so a step
     that leaves the settled state and the window as they are never converts them."""
 
-    def __init__(self, body: dict, horizon: int, now: int, now_offset: int) -> None:
+    def __init__(self, body: JsonObject, horizon: int, now: int, now_offset: int) -> None:
         self.body, self.horizon, self.now, self.now_offset = body, horizon, now, now_offset
 
-    def stored(self, with_view: bool = True) -> Stored:
+    def stored(self, with_view: bool = True) -> Stored[GroupState]:
         body = self.body
         return _converted(lambda: Stored(
             _state_in(body["s"]), [(_event_in(e), o) for o, e in body["p"]], self.horizon,
@@ -108,11 +123,12 @@ class StoredBody:
     def view(self) -> GroupState | None:
         return _converted(lambda: _state_in(self.body["w"]) if "w" in self.body else None)
 
-    def published(self) -> dict[tuple, int]:
+    def published(self) -> dict[FindingIdentity, int]:
         return _converted(lambda: _since_in(self.body["f"]))
 
     def system(self) -> str:
-        return self.body["s"]["y"]
+        system: str = self.body["s"]["y"]
+        return system
 
     def view_session_timeout_ms(self) -> int | None:
         return self.body["w"]["t"] if "w" in self.body else None
@@ -127,19 +143,20 @@ class StoredBody:
     def settled_text(self) -> str:
         return _dumps(self.body["s"])
 
-    def pending_raw(self) -> list:
-        return self.body["p"]
+    def pending_raw(self) -> list[JsonValue]:
+        pending: list[JsonValue] = self.body["p"]
+        return pending
 
 
-def _converted(make):
+def _converted(make: Callable[[], _T]) -> _T:
     try:
         return make()
     except (ValueError, KeyError, TypeError, IndexError) as error:
         raise CodecError(f"corrupt state blob (version {VERSION}): {error}") from error
 
 
-def queues_out(queues: tuple[Queue2, ...]) -> dict[str, list]:
-    runs: dict[str, list] = {}
+def queues_out(queues: tuple[Queue2, ...]) -> QueueRuns:
+    runs: QueueRuns = {}
     for broker, qid in queues:
         out = runs.setdefault(broker, [])
         last = out[-1] if out else None
@@ -152,7 +169,7 @@ def queues_out(queues: tuple[Queue2, ...]) -> dict[str, list]:
     return runs
 
 
-def queues_in(runs: dict[str, list]) -> tuple[Queue2, ...]:
+def queues_in(runs: QueueRuns) -> tuple[Queue2, ...]:
     out: list[Queue2] = []
     for broker, items in runs.items():
         for item in items:
@@ -168,7 +185,7 @@ _MEMBER_FIELDS = ("client_id", "address", "last_seen", "joined", "topics", "stra
                   "instance_id", "brokers", "protocol")
 
 
-def _member_out(member: Member) -> list:
+def _member_out(member: Member) -> list[JsonValue]:
     row = [getattr(member, name) for name in _MEMBER_FIELDS]
     row[10] = None if member.view_queues is None else {
         t: queues_out(q) for t, q in member.view_queues.items()}
@@ -180,7 +197,7 @@ def _member_out(member: Member) -> list:
     return row
 
 
-def _member_in(row: list) -> Member:
+def _member_in(row: Sequence[JsonValue]) -> Member:
     values = dict(zip(_MEMBER_FIELDS, row, strict=False))
     if len(row) not in (len(_MEMBER_FIELDS) - 1, len(_MEMBER_FIELDS)):
         raise ValueError(f"a member row of {len(row)} fields")
@@ -194,12 +211,12 @@ def _member_in(row: list) -> Member:
     return Member(**values)
 
 
-def _protocol_out(protocol: GroupProtocol) -> list:
+def _protocol_out(protocol: GroupProtocol) -> list[JsonValue]:
     return [protocol.group_type, _owned_out(protocol.target), protocol.member_epoch,
             protocol.group_epoch, protocol.assignment_epoch]
 
 
-def _protocol_in(row) -> GroupProtocol | None:
+def _protocol_in(row: Sequence[JsonValue] | None) -> GroupProtocol | None:
     if row is None:
         return None
     group_type, target, member_epoch, group_epoch, assignment_epoch = row
@@ -207,7 +224,7 @@ def _protocol_in(row) -> GroupProtocol | None:
                          assignment_epoch)
 
 
-def _owned_out(owned):
+def _owned_out(owned: tuple[Owned, ...] | None) -> dict[str, QueueRuns] | None:
     if owned is None:
         return None
     by_topic: dict[str, list[Queue2]] = {}
@@ -216,13 +233,13 @@ def _owned_out(owned):
     return {t: queues_out(tuple(q)) for t, q in by_topic.items()}
 
 
-def _owned_in(data):
+def _owned_in(data: Mapping[str, QueueRuns] | None) -> tuple[Owned, ...] | None:
     if data is None:
         return None
     return tuple(sorted((t, b, q) for t, runs in data.items() for b, q in queues_in(runs)))
 
 
-def _state_out(state: GroupState) -> dict:
+def _state_out(state: GroupState) -> JsonObject:
     keys = sorted(state.members)
     index = {key: i for i, key in enumerate(keys)}
     return {
@@ -240,13 +257,14 @@ def _state_out(state: GroupState) -> dict:
         **({"ot": {index[k]: state.members[k].owned_ts for k in keys
                    if state.members[k].owned_ts is not None}}
            if any(m.owned_ts is not None for m in state.members.values()) else {}),
-        **({"ba": {index[k]: broker_answers_out(state.members[k].broker_assignments)
+        # mypy does not carry the filter on state.members[k] over to its use.
+        **({"ba": {index[k]: broker_answers_out(state.members[k].broker_assignments)  # type: ignore[arg-type]
                    for k in keys if state.members[k].broker_assignments is not None}}
            if any(m.broker_assignments is not None for m in state.members.values()) else {}),
     }
 
 
-def _state_in(data: dict) -> GroupState:
+def _state_in(data: JsonObject) -> GroupState:
     members = [_member_in(row) for row in data["m"]]
     state = GroupState(data["g"], data["y"], data["t"], clock=data["c"], now=data["n"],
                        joins=data["j"])
@@ -267,16 +285,18 @@ def _state_in(data: dict) -> GroupState:
     return state
 
 
-def _computed_out(keys: list, computed: dict) -> dict:
+def _computed_out(keys: list[MemberKey],
+                  computed: Mapping[MemberKey, Mapping[str, tuple[Queue2, ...]]],
+                  ) -> dict[str, list[list[str] | list[int]]]:
     """Per topic: [brokers, flat ints]; the ints are, per member with a share of the topic,
     member index, run count, then (broker index, first id, last id) per run."""
-    topics: dict[str, tuple[dict, list]] = {}
+    topics: dict[str, tuple[dict[str, int], list[int]]] = {}
     for i, key in enumerate(keys):
         # Sorted: a member's topics are in the order its re-runs reached them, which depends
         # on the order members joined the group dict, and the blob must not.
         for topic, share in sorted(computed.get(key, {}).items()):
             brokers, flat = topics.setdefault(topic, ({}, []))
-            runs: list[list] = []
+            runs: list[list[Any]] = []          # [broker, first id, last id]
             for broker, qid in share:
                 if runs and runs[-1][0] == broker and runs[-1][2] == qid - 1:
                     runs[-1][2] = qid
@@ -288,14 +308,15 @@ def _computed_out(keys: list, computed: dict) -> dict:
     return {t: [list(brokers), flat] for t, (brokers, flat) in topics.items()}
 
 
-def _computed_in(keys: list, with_entry: list, data: dict) -> dict:
-    computed: dict = {keys[i]: {} for i in with_entry}
+def _computed_in(keys: list[MemberKey], with_entry: list[int], data: JsonObject,
+                 ) -> dict[MemberKey, dict[str, tuple[Queue2, ...]]]:
+    computed: dict[MemberKey, dict[str, tuple[Queue2, ...]]] = {keys[i]: {} for i in with_entry}
     for topic, (brokers, flat) in data.items():
         at = 0
         while at < len(flat):
             index, runs = flat[at], flat[at + 1]
             at += 2
-            share: list = []
+            share: list[Queue2] = []
             for _ in range(runs):
                 broker = brokers[flat[at]]
                 share += [(broker, q) for q in range(flat[at + 1], flat[at + 2] + 1)]
@@ -304,21 +325,26 @@ def _computed_in(keys: list, with_entry: list, data: dict) -> dict:
     return computed
 
 
-def _since_out(since: dict[tuple, int]) -> list:
+# A finding identity without its queue, and the finding's start: what one row of "f" shares.
+_SinceRowKey = tuple[str, str | None, tuple[str, ...], str | None, tuple[str, ...], int]
+
+
+def _since_out(since: Mapping[FindingIdentity, int]) -> list[list[JsonValue]]:
     """identity -> since, with queue findings that share everything but the queue grouped into
     one row of queue runs (a lost broker orphans thousands of queues at once)."""
-    rows: dict[tuple, list] = {}
+    rows: dict[_SinceRowKey, list[Queue2 | None]] = {}
     for (kind, topic, queue, clients, address, brokers), start in since.items():
         rows.setdefault((kind, topic, clients, address, brokers, start), []).append(queue)
-    out = []
+    out: list[list[JsonValue]] = []
     for (kind, topic, clients, address, brokers, start), queues in rows.items():
-        runs = None if queues == [None] else queues_out(tuple(sorted(queues)))
+        # A kind's findings all name a queue or none does: the queues are [None] or no None.
+        runs = None if queues == [None] else queues_out(tuple(sorted(queues)))  # type: ignore[arg-type]
         out.append([kind, topic, list(clients), address, list(brokers), start, runs])
     return out
 
 
-def _since_in(rows: list) -> dict[tuple, int]:
-    since = {}
+def _since_in(rows: list[list[JsonValue]]) -> dict[FindingIdentity, int]:
+    since: dict[FindingIdentity, int] = {}
     for kind, topic, clients, address, brokers, start, runs in rows:
         for queue in [None] if runs is None else queues_in(runs):
             since[FindingIdentity(kind, topic, queue, tuple(clients), address, tuple(brokers))] = start
@@ -328,8 +354,8 @@ def _since_in(rows: list) -> dict[tuple, int]:
 _EVENT_DEFAULTS = {f.name: f.default for f in fields(Event) if f.name != "strategy_params"}
 
 
-def _event_out(event: Event) -> dict:
-    out = {}
+def _event_out(event: Event) -> JsonObject:
+    out: JsonObject = {}
     for name, default in _EVENT_DEFAULTS.items():
         value = getattr(event, name)
         if value != default or name in ("type", "ts", "group"):
@@ -349,7 +375,7 @@ def _event_out(event: Event) -> dict:
     return out
 
 
-def _event_in(data: dict) -> Event:
+def _event_in(data: JsonObject) -> Event:
     values = dict(data)
     for name in ("topics", "view_clients"):
         if values.get(name) is not None:
@@ -367,12 +393,12 @@ def _event_in(data: dict) -> Event:
     return Event(**values)
 
 
-def broker_answers_out(answers: BrokerAnswers) -> dict:
+def broker_answers_out(answers: BrokerAnswers) -> dict[str, dict[str, QueueRuns | None]]:
     return {broker: {t: None if q is None else queues_out(q) for t, q in by_topic}
             for broker, by_topic in answers}
 
 
-def broker_answers_in(data: dict) -> BrokerAnswers:
+def broker_answers_in(data: Mapping[str, Mapping[str, QueueRuns | None]]) -> BrokerAnswers:
     return tuple(sorted((broker, tuple(sorted(
         (t, None if q is None else tuple(sorted(queues_in(q)))) for t, q in by_topic.items())))
         for broker, by_topic in data.items()))

@@ -18,6 +18,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 MAX_EVENT_BYTES = 1024 * 1024
 MIN_TS_MS = 946_684_800_000      # 2000-01-01T00:00:00Z
@@ -48,7 +49,12 @@ Queue2 = tuple[str, int]          # (broker, queue_id); Kafka: ("", partition)
 Owned = tuple[str, str, int]      # (topic, broker, queue_id); Kafka: (topic, "", partition)
 # RocketMQ clientRebalance=false: what each broker answers the client's QUERY_ASSIGNMENT, per
 # topic, sorted: ((broker, ((topic, queues or None: no answer), ...)), ...).
-BrokerAnswers = tuple[tuple[str, tuple[tuple[str, tuple[Queue2, ...] | None], ...]], ...]
+BrokerAnswer = tuple[str, tuple[tuple[str, tuple[Queue2, ...] | None], ...]]
+BrokerAnswers = tuple[BrokerAnswer, ...]
+# Decoded JSON (a raw event, a strategy's params, a state blob): its shape is checked where it
+# is read, not by the type checker.
+JsonValue = Any
+JsonObject = dict[str, JsonValue]
 
 
 @dataclass(frozen=True)
@@ -89,7 +95,7 @@ class Event:
     client_id: str | None = None
     topics: tuple[str, ...] = ()
     strategy: str | None = None
-    strategy_params: Mapping = field(default_factory=dict)
+    strategy_params: Mapping[str, JsonValue] = field(default_factory=dict)
     message_model: str = "CLUSTERING"
     shared: bool = False
     address: str | None = None
@@ -106,6 +112,20 @@ class Event:
     queues: tuple[Queue2, ...] | None = None
 
 
+if TYPE_CHECKING:
+    # What parse_event guarantees of each type's fields; at run time every event is an Event.
+    class HeartbeatEvent(Event):
+        client_id: str
+        strategy: str
+
+    class UnregisterEvent(Event):
+        client_id: str
+
+    class RouteEvent(Event):
+        topic: str
+        queues: tuple[Queue2, ...]
+
+
 @dataclass(frozen=True)
 class Invalid:
     reason: str
@@ -118,7 +138,7 @@ class _Reject(Exception):
         self.reason, self.detail = reason, detail
 
 
-def parse_event(raw: bytes | str | Mapping) -> list[Event] | Invalid:
+def parse_event(raw: bytes | str | Mapping[str, JsonValue]) -> list[Event] | Invalid:
     """Validate one event; a route naming `groups` fans out into one Event per group."""
     try:
         obj = _load(raw)
@@ -129,7 +149,7 @@ def parse_event(raw: bytes | str | Mapping) -> list[Event] | Invalid:
         return Invalid("bad_value", f"{type(error).__name__}: {error}"[:200])
 
 
-def _load(raw: bytes | str | Mapping) -> Mapping:
+def _load(raw: bytes | str | Mapping[str, JsonValue]) -> Mapping[str, JsonValue]:
     if isinstance(raw, Mapping):
         return raw
     if isinstance(raw, str):
@@ -147,7 +167,7 @@ def _load(raw: bytes | str | Mapping) -> Mapping:
     return obj
 
 
-def _parse_object(obj: Mapping) -> list[Event]:
+def _parse_object(obj: Mapping[str, JsonValue]) -> list[Event]:
     version = obj.get("v", 1)
     if type(version) is not int or version != 1:
         raise _Reject("bad_version", f"v={version!r}; this parser reads v 1")
@@ -169,7 +189,7 @@ def _parse_object(obj: Mapping) -> list[Event]:
     return [Event(type=event_type, ts=ts, group=g, system=system, **body) for g in groups]
 
 
-def _groups(obj: Mapping) -> list[str]:
+def _groups(obj: Mapping[str, JsonValue]) -> list[str]:
     names: list[str] = []
     if obj.get("group") is not None:
         names.append(_name(obj["group"], "group"))
@@ -183,7 +203,7 @@ def _groups(obj: Mapping) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def parse_ts(value) -> int:
+def parse_ts(value: object) -> int:
     """Epoch milliseconds (number or digit string) or an ISO-8601 string -> epoch ms."""
     if isinstance(value, bool):
         raise _Reject("wrong_type", "ts must be epoch ms or an ISO-8601 string")
@@ -215,7 +235,7 @@ def _parse_ts_text(text: str) -> int:
 _CONTROL_CHARACTER = re.compile("[\x00-\x1f\x7f]")
 
 
-def _name(value, what: str) -> str:
+def _name(value: object, what: str) -> str:
     if not isinstance(value, str):
         raise _Reject("wrong_type", f"{what} must be a string")
     if not value:
@@ -226,7 +246,7 @@ def _name(value, what: str) -> str:
     return value
 
 
-def _str(obj: Mapping, key: str, required: bool = False) -> str | None:
+def _str(obj: Mapping[str, JsonValue], key: str, required: bool = False) -> str | None:
     value = obj.get(key)
     if value is None:
         if required:
@@ -235,7 +255,7 @@ def _str(obj: Mapping, key: str, required: bool = False) -> str | None:
     return _name(value, key)
 
 
-def _int(value, what: str, low: int = 0, high: int = MAX_QUEUE_ID) -> int:
+def _int(value: object, what: str, low: int = 0, high: int = MAX_QUEUE_ID) -> int:
     if type(value) is not int:
         raise _Reject("wrong_type", f"{what} must be an integer")
     if not low <= value <= high:
@@ -243,7 +263,13 @@ def _int(value, what: str, low: int = 0, high: int = MAX_QUEUE_ID) -> int:
     return value
 
 
-def _list(obj: Mapping, key: str, required: bool = False) -> list | None:
+@overload
+def _list(obj: Mapping[str, JsonValue], key: str, required: Literal[True]) -> list[JsonValue]: ...
+@overload
+def _list(obj: Mapping[str, JsonValue], key: str,
+          required: bool = False) -> list[JsonValue] | None: ...
+def _list(obj: Mapping[str, JsonValue], key: str,
+          required: bool = False) -> list[JsonValue] | None:
     value = obj.get(key)
     if value is None:
         if required:
@@ -254,10 +280,10 @@ def _list(obj: Mapping, key: str, required: bool = False) -> list | None:
     return value
 
 
-def _queue_list(value, what: str) -> tuple[Queue2, ...]:
+def _queue_list(value: object, what: str) -> tuple[Queue2, ...]:
     if not isinstance(value, list):
         raise _Reject("wrong_type", f"{what} must be a list of [broker, queue_id]")
-    queues = []
+    queues: list[Queue2] = []
     for item in value:
         if not isinstance(item, list) or len(item) != 2:
             raise _Reject("wrong_type", f"{what} items must be [broker, queue_id]")
@@ -265,17 +291,17 @@ def _queue_list(value, what: str) -> tuple[Queue2, ...]:
     return tuple(sorted(set(queues)))
 
 
-def _brokers(value) -> tuple[Queue2, ...]:
+def _brokers(value: object) -> tuple[Queue2, ...]:
     if not isinstance(value, dict):
         raise _Reject("wrong_type", "brokers must be an object broker -> queue count")
-    queues = []
+    queues: list[Queue2] = []
     for broker, count in value.items():
         count = _int(count, f"brokers[{broker}]", 0, 65_536)
         queues.extend((_name(broker, "broker"), qid) for qid in range(count))
     return tuple(sorted(queues))
 
 
-def _heartbeat(obj: Mapping, system: str) -> dict:
+def _heartbeat(obj: Mapping[str, JsonValue], system: str) -> dict[str, Any]:
     client_id = _str(obj, "client_id", required=True)
     topics = tuple(sorted({_name(t, "topics[]") for t in _list(obj, "topics", True)}))
     protocol = _group_protocol(obj) if system == "kafka" else None
@@ -310,14 +336,14 @@ def _heartbeat(obj: Mapping, system: str) -> dict:
     )
 
 
-def _broker_assignments(value) -> BrokerAnswers | None:
+def _broker_assignments(value: object) -> BrokerAnswers | None:
     """{broker: {topic: [[broker, queue_id], ...] or null}}: null is a broker that gives the
     client no assignment of that topic (it does not serve it, or knows no client list)."""
     if value is None:
         return None
     if not isinstance(value, dict):
         raise _Reject("wrong_type", "broker_assignments must be an object broker -> topics")
-    answers = []
+    answers: list[BrokerAnswer] = []
     for broker, by_topic in value.items():
         if not isinstance(by_topic, dict):
             raise _Reject("wrong_type", "broker_assignments[broker] must be an object topic -> "
@@ -329,7 +355,7 @@ def _broker_assignments(value) -> BrokerAnswers | None:
     return tuple(sorted(answers))
 
 
-def _group_protocol(obj: Mapping) -> GroupProtocol | None:
+def _group_protocol(obj: Mapping[str, JsonValue]) -> GroupProtocol | None:
     group_type = obj.get("group_type", "classic")
     if group_type not in KAFKA_GROUP_TYPES:
         raise _Reject("bad_value", f"group_type={str(group_type)[:40]!r}")
@@ -341,7 +367,7 @@ def _group_protocol(obj: Mapping) -> GroupProtocol | None:
     return GroupProtocol(group_type, target, **epochs)
 
 
-def _strategy(value, system: str, any_name: bool = False) -> str:
+def _strategy(value: object, system: str, any_name: bool = False) -> str:
     """The strategy's canonical name; a broker-assigned Kafka group's assignor runs on the
     broker (uniform, range, simple or a plugged-in one), so any name is taken as it is."""
     if value is None:
@@ -357,7 +383,8 @@ def _strategy(value, system: str, any_name: bool = False) -> str:
     raise _Reject("unknown_strategy", f"{system} strategy {value[:60]!r}")
 
 
-def _view(value) -> tuple[tuple[str, ...] | None, dict | None]:
+def _view(value: object,
+          ) -> tuple[tuple[str, ...] | None, dict[str, tuple[Queue2, ...]] | None]:
     if value is None:
         return None, None
     if not isinstance(value, dict):
@@ -375,12 +402,12 @@ def _view(value) -> tuple[tuple[str, ...] | None, dict | None]:
     return clients, queues
 
 
-def _owned(value, system: str, what: str = "owned") -> tuple[Owned, ...] | None:
+def _owned(value: object, system: str, what: str = "owned") -> tuple[Owned, ...] | None:
     if value is None:
         return None
     if not isinstance(value, list):
         raise _Reject("wrong_type", f"{what} must be a list")
-    owned = set()
+    owned: set[Owned] = set()
     for item in value:
         if system == "kafka":
             if not isinstance(item, list) or len(item) != 2:
@@ -394,11 +421,11 @@ def _owned(value, system: str, what: str = "owned") -> tuple[Owned, ...] | None:
     return tuple(sorted(owned))
 
 
-def _unregister(obj: Mapping, system: str) -> dict:
+def _unregister(obj: Mapping[str, JsonValue], system: str) -> dict[str, Any]:
     return dict(client_id=_str(obj, "client_id", required=True), address=_str(obj, "address"))
 
 
-def _route(obj: Mapping, system: str) -> dict:
+def _route(obj: Mapping[str, JsonValue], system: str) -> dict[str, Any]:
     topic = _str(obj, "topic", required=True)
     if system == "kafka" and obj.get("partitions") is not None:
         count = _int(obj["partitions"], "partitions", 0, 1_000_000)

@@ -21,9 +21,20 @@ of the state and their arguments, so a replay in (ts, offset) order is determini
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from streaming.core.state.events import BrokerAnswers, Event, GroupProtocol, Owned, Queue2
+from streaming.core.state.events import (
+    BrokerAnswers,
+    Event,
+    GroupProtocol,
+    JsonValue,
+    Owned,
+    Queue2,
+)
+
+if TYPE_CHECKING:
+    from streaming.core.contract import FindingIdentity  # contract imports this module
+    from streaming.core.state.events import HeartbeatEvent, RouteEvent, UnregisterEvent
 
 MemberKey = tuple[str, str]         # (client_id, address or "")
 NEVER = 2**62
@@ -39,7 +50,7 @@ class Member:
     joined: int                      # join order: Kafka's leader builds its member map in it
     topics: tuple[str, ...] = ()
     strategy: str = "AVG"
-    params: dict = field(default_factory=dict)
+    params: dict[str, JsonValue] = field(default_factory=dict)
     model: str = "CLUSTERING"
     shared: bool = False
     view_clients: tuple[str, ...] | None = None
@@ -61,7 +72,7 @@ class Member:
         """Takes part in conflicts: BROADCASTING and shared (POP) readers never conflict."""
         return self.model == "CLUSTERING" and not self.shared
 
-    def inputs(self) -> tuple:
+    def inputs(self) -> tuple[object, ...]:
         """Everything of this member that the allocation (re-run or claims) depends on."""
         return (self.topics, self.strategy, self.params, self.model, self.shared,
                 self.view_clients, self.view_queues, self.owned, self.owned_ts, self.generation,
@@ -77,7 +88,7 @@ class Change(NamedTuple):
     """What an event changed. alloc: re-run needed; members: which members (None = all)."""
 
     alloc: bool
-    members: frozenset | None
+    members: frozenset[MemberKey] | None
     brokers: bool
 
     @property
@@ -102,7 +113,7 @@ class GroupState:
     now: int = 0                     # event time up to which expiry has been processed
     joins: int = 0
     computed: dict[MemberKey, dict[str, tuple[Queue2, ...]]] = field(default_factory=dict)
-    since: dict[tuple, int] = field(default_factory=dict)   # finding identity -> start time
+    since: dict[FindingIdentity, int] = field(default_factory=dict)   # identity -> start time
     rebalances: int = 0
     queue_moves: int = 0
     late_events: int = 0
@@ -122,14 +133,15 @@ def apply_event(state: GroupState, event: Event) -> Change:
         # State is keyed by (system, group): the job never routes another system's event here.
         raise ValueError(f"a {event.system} event for the {state.system} group {state.group!r}")
     state.clock = max(state.clock, event.ts)
+    # The event's type says which fields it has (parse_event): mypy sees one class, Event.
     if event.type == "route":
-        return _apply_route(state, event)
+        return _apply_route(state, event)  # type: ignore[arg-type]
     if event.type == "unregister":
-        return _apply_unregister(state, event)
-    return _apply_heartbeat(state, event)
+        return _apply_unregister(state, event)  # type: ignore[arg-type]
+    return _apply_heartbeat(state, event)  # type: ignore[arg-type]
 
 
-def _apply_route(state: GroupState, event: Event) -> Change:
+def _apply_route(state: GroupState, event: RouteEvent) -> Change:
     known = state.routes.get(event.topic)
     if known is not None and event.ts < known[0]:
         return NO_CHANGE
@@ -141,7 +153,7 @@ def _apply_route(state: GroupState, event: Event) -> Change:
     return Change(True, None, False)
 
 
-def _apply_unregister(state: GroupState, event: Event) -> Change:
+def _apply_unregister(state: GroupState, event: UnregisterEvent) -> Change:
     tomb_key = (event.client_id, event.address)
     state.tombstones[tomb_key] = max(state.tombstones.get(tomb_key, event.ts), event.ts)
     gone = [k for k, m in state.members.items()
@@ -152,7 +164,7 @@ def _apply_unregister(state: GroupState, event: Event) -> Change:
     return Change(True, None, False) if gone else NO_CHANGE
 
 
-def _apply_heartbeat(state: GroupState, event: Event) -> Change:
+def _apply_heartbeat(state: GroupState, event: HeartbeatEvent) -> Change:
     key = (event.client_id, event.address or "")
     if state.tombstones and event.ts < max(
             state.tombstones.get((event.client_id, None), -1),
@@ -178,7 +190,7 @@ def _apply_heartbeat(state: GroupState, event: Event) -> Change:
     return Change(True, frozenset([key]), brokers_changed)
 
 
-def _stated(event: Event) -> tuple:
+def _stated(event: Event) -> tuple[object, ...]:
     """The event's facts in the order of `Member.inputs` (mappings compare equal to the
     member's dict copies)."""
     return (event.topics, event.strategy, event.strategy_params, event.message_model,
@@ -186,7 +198,7 @@ def _stated(event: Event) -> tuple:
             event.generation, event.group_instance_id, event.protocol, event.broker_assignments)
 
 
-def _set_facts(member: Member, event: Event) -> None:
+def _set_facts(member: Member, event: HeartbeatEvent) -> None:
     member.topics = event.topics
     member.strategy = event.strategy
     member.params = dict(event.strategy_params)

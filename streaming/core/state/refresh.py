@@ -92,10 +92,10 @@ class Refreshes:
         self._templates: dict[int, Event] = {}
 
     @property
-    def sources(self) -> list:
+    def sources(self) -> list[HeartbeatSource | RouteSource]:
         return self._indexed()[0]
 
-    def _indexed(self) -> tuple[list, dict]:
+    def _indexed(self) -> tuple[list[HeartbeatSource | RouteSource], dict[object, int]]:
         if self._sources is None:
             heartbeats = [(client_id, address, broker)
                           for (client_id, address), member in sorted(self._members.items())
@@ -111,7 +111,8 @@ class Refreshes:
                 self.last_pending is not None and (ts, offset) <= self.last_pending):
             return None
         if event.type == "heartbeat":
-            member = self._members.get((event.client_id, event.address or ""))
+            # A heartbeat names its client (parse_event).
+            member = self._members.get((event.client_id, event.address or ""))  # type: ignore[arg-type]
             if member is None or (event.broker is not None and event.broker not in member.brokers):
                 return None
             key: object = (event.client_id, event.address or "", event.broker)
@@ -131,7 +132,7 @@ class Refreshes:
         hold more than MAX_KEPT; else None (the group steps)."""
         if watermark_ms is not None and watermark_ms >= self.deadline:
             return None
-        kept = []
+        kept: list[Kept] = []
         for event, offset in events:
             ref = self.keep(event, offset)
             if ref is None or waiting + len(kept) >= MAX_KEPT:
@@ -155,7 +156,7 @@ class Refreshes:
             template = self._templates[source] = self._rebuild(self.sources[source])
         return template
 
-    def _rebuild(self, source) -> Event:
+    def _rebuild(self, source: HeartbeatSource | RouteSource) -> Event:
         if isinstance(source, str):
             return Event("route", 0, self.group, self.system, topic=source,
                          queues=self._routes[source])
@@ -170,6 +171,6 @@ class Refreshes:
                      group_instance_id=member.instance_id, protocol=member.protocol)
 
 
-def _source_key(source) -> object:
+def _source_key(source: HeartbeatSource | RouteSource) -> object:
     """A source as `keep` looks it up (a route's topic could equal no heartbeat's key)."""
     return ("route", source) if isinstance(source, str) else source

@@ -13,16 +13,19 @@ A member's claims are its `owned` when it reports one, else the re-run's share.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Final, Literal
 
 from streaming.core.allocation.group import InvalidAllocationInput, allocate_group
 from streaming.core.allocation.rocketmq_go import chosen_strategy
-from streaming.core.state.events import Queue2
+from streaming.core.state.events import JsonValue, Queue2
 from streaming.core.state.group import GroupState, Member, MemberKey
 
 Claims = dict[MemberKey, dict[str, tuple[Queue2, ...]]]
 PER_CLIENT_PARAMS = frozenset({"machine_room", "queues"})   # differ per client by design
-_CONSENSUS = "="
+_CONSENSUS: Final[Literal["="]] = "="
+# Members that re-run one topic together: (strategy, params, view's clients, topic, view's queues).
+_Job = tuple[str, str, tuple[str, ...] | Literal["="], str, tuple[Queue2, ...] | Literal["="]]
 
 
 def consensus_queues(state: GroupState, topic: str) -> tuple[Queue2, ...] | None:
@@ -46,7 +49,7 @@ def consensus_clients(state: GroupState) -> list[str]:
             if not (brokered and m.shared and not m.brokers)]
 
 
-def shared_params(member: Member) -> tuple:
+def shared_params(member: Member) -> tuple[str, tuple[tuple[str, str], ...]]:
     """Strategy and params with the per-client parts removed (for the inconsistency check)."""
     params = tuple(sorted((k, repr(v)) for k, v in member.params.items()
                           if k not in PER_CLIENT_PARAMS))
@@ -90,12 +93,12 @@ def holdings_behind(state: GroupState, member: Member) -> tuple[str, ...]:
     return tuple(t for t in member.topics if state.route_changed.get(t, -1) > member.owned_ts)
 
 
-def _rerun_rocketmq(state: GroupState, only: set | None) -> None:
+def _rerun_rocketmq(state: GroupState, only: set[MemberKey] | None) -> None:
     cids_all = consensus_clients(state)
     rooms = {m.client_id: m.params["machine_room"] for m in state.members.values()
              if isinstance(m.params.get("machine_room"), str)}
-    jobs: dict[tuple, list[Member]] = {}
-    previous: dict[MemberKey, dict] = {}
+    jobs: dict[_Job, list[Member]] = {}
+    previous: dict[MemberKey, dict[str, tuple[Queue2, ...]]] = {}
     for key, member in state.members.items():
         if only is not None and key not in only:
             continue
@@ -105,7 +108,7 @@ def _rerun_rocketmq(state: GroupState, only: set | None) -> None:
                   _CONSENSUS if member.view_clients is None else member.view_clients)
         views = member.view_queues or {}
         for topic in member.topics:
-            view_q = views.get(topic)
+            view_q: tuple[Queue2, ...] | Literal["="] | None = views.get(topic)
             job = (*prefix, topic, _CONSENSUS if view_q is None else view_q)
             jobs.setdefault(job, []).append(member)
     for (strategy, _, view_c, topic, view_q), members in jobs.items():
@@ -122,7 +125,7 @@ def _rerun_rocketmq(state: GroupState, only: set | None) -> None:
             state.computed[member.key][topic] = share
 
 
-def _effective_params(member: Member, rooms: dict[str, str]) -> dict:
+def _effective_params(member: Member, rooms: dict[str, str]) -> dict[str, JsonValue]:
     params = dict(member.params)
     if member.strategy == "MACHINE_ROOM_NEARBY" and rooms:
         params["client_rooms"] = {**rooms, **(params.get("client_rooms") or {})}
@@ -130,8 +133,9 @@ def _effective_params(member: Member, rooms: dict[str, str]) -> dict:
     return params
 
 
-def _allocate(strategy: str, params: dict, topic: str, queues: tuple[Queue2, ...],
-              cids: list[str], members: list[Member]) -> dict[str, tuple[Queue2, ...] | None]:
+def _allocate(strategy: str, params: Mapping[str, JsonValue], topic: str,
+              queues: tuple[Queue2, ...], cids: list[str],
+              members: list[Member]) -> dict[str, tuple[Queue2, ...] | None]:
     queues3 = [(topic, broker, qid) for broker, qid in queues]
     try:
         result = allocate_group(strategy, params, queues3, cids,

@@ -19,10 +19,12 @@ from . import cooperative as _cooperative
 from . import range as _range
 from . import roundrobin as _roundrobin
 from . import sticky as _sticky
-from .java_collections import TopicPartition
+from .java_collections import JavaHashMap, TopicPartition
 from .model import KafkaAssignError, KafkaMember, prepare
 
-AssignFn = Callable[..., dict[str, list[TopicPartition]]]
+AssignFn = Callable[
+    [JavaHashMap[str, int], dict[str, KafkaMember]], dict[str, list[TopicPartition]]
+]
 
 ASSIGNORS: dict[str, AssignFn] = {
     _range.NAME: _range.assign,

@@ -41,7 +41,7 @@ def _transferring(
 
 
 def assign(
-    partitions_per_topic: JavaHashMap, subscriptions: dict[str, KafkaMember]
+    partitions_per_topic: JavaHashMap[str, int], subscriptions: dict[str, KafkaMember]
 ) -> dict[str, list[TopicPartition]]:
     outcome = assign_sticky(partitions_per_topic, subscriptions, cooperative_member_data)
     transferring = outcome.transferring

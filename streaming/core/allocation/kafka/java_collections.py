@@ -22,7 +22,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Iterator
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 from ..javaorder import java_order_key as java_string_key
 from ..javaorder import java_string_hash
@@ -36,6 +36,9 @@ _MASK = 0xFFFFFFFF
 _DEFAULT_CAPACITY = 16
 _TREEIFY_THRESHOLD = 8
 _MIN_TREEIFY_CAPACITY = 64
+
+_K = TypeVar("_K", bound=Hashable)
+_V = TypeVar("_V")
 
 
 def _to_int32(value: int) -> int:
@@ -62,16 +65,16 @@ def table_size_for(capacity: int) -> int:
     return size
 
 
-class JavaHashMap:
+class JavaHashMap(Generic[_K, _V]):
     """A ``java.util.HashMap`` whose iteration order is Java's (keys, values and items).
 
     ``initial_capacity`` mirrors ``new HashMap<>(n)``; None is the no-argument constructor.
     """
 
-    def __init__(self, hash_fn: Callable[[Any], int], initial_capacity: int | None = None):
+    def __init__(self, hash_fn: Callable[[_K], int], initial_capacity: int | None = None):
         self._hash_fn = hash_fn
-        self._table: list[list[Hashable]] | None = None
-        self._values: dict[Hashable, Any] = {}
+        self._table: list[list[_K]] | None = None
+        self._values: dict[_K, _V] = {}
         self._threshold = 0 if initial_capacity is None else table_size_for(initial_capacity)
 
     def _resize(self) -> None:
@@ -84,13 +87,17 @@ class JavaHashMap:
             new_thr = int(new_cap * 0.75)
         else:
             new_cap, new_thr = _DEFAULT_CAPACITY, int(_DEFAULT_CAPACITY * 0.75)
-        table: list[list[Hashable]] = [[] for _ in range(new_cap)]
+        table: list[list[_K]] = [[] for _ in range(new_cap)]
         for bucket in self._table or ():
             for key in bucket:  # Java's lo/hi split keeps the relative order of a bucket
                 table[_spread(self._hash_fn(key)) & (new_cap - 1)].append(key)
         self._table, self._threshold = table, new_thr
 
-    def put(self, key: Hashable, value: Any = None) -> None:
+    @overload
+    def put(self: JavaHashMap[_K, None], key: _K) -> None: ...   # a HashSet's add
+    @overload
+    def put(self, key: _K, value: _V) -> None: ...
+    def put(self, key: _K, value: Any = None) -> None:   # typed by the overloads
         if key in self._values:
             self._values[key] = value  # an existing key keeps its position
             return
@@ -105,7 +112,7 @@ class JavaHashMap:
         if len(self._values) > self._threshold:
             self._resize()
 
-    def compute_if_absent(self, key: Hashable, make: Callable[[], Any]) -> Any:
+    def compute_if_absent(self, key: _K, make: Callable[[], _V]) -> _V:
         """``HashMap.computeIfAbsent``: unlike ``put`` it resizes *before* adding, and links the
         new node at the *head* of its bucket, so colliding keys iterate newest first."""
         if key in self._values:
@@ -120,17 +127,17 @@ class JavaHashMap:
             self._resize()
         return value
 
-    def remove(self, key: Hashable) -> Any:
+    def remove(self, key: _K) -> _V | None:
         if key not in self._values:
             return None
         assert self._table is not None
         self._table[_spread(self._hash_fn(key)) & (len(self._table) - 1)].remove(key)
         return self._values.pop(key)
 
-    def get(self, key: Hashable, default: Any = None) -> Any:
+    def get(self, key: _K, default: _V | None = None) -> _V | None:
         return self._values.get(key, default)
 
-    def __getitem__(self, key: Hashable) -> Any:
+    def __getitem__(self, key: _K) -> _V:
         return self._values[key]
 
     def __contains__(self, key: object) -> bool:
@@ -139,22 +146,22 @@ class JavaHashMap:
     def __len__(self) -> int:
         return len(self._values)
 
-    def __iter__(self) -> Iterator[Hashable]:
+    def __iter__(self) -> Iterator[_K]:
         for bucket in self._table or ():
             yield from bucket
 
-    def items(self) -> Iterator[tuple[Hashable, Any]]:
+    def items(self) -> Iterator[tuple[_K, _V]]:
         for key in self:
             yield key, self._values[key]
 
-    def values(self) -> Iterator[Any]:
+    def values(self) -> Iterator[_V]:
         for key in self:
             yield self._values[key]
 
 
-def java_hash_order(keys: Iterable[Hashable], hash_fn: Callable[[Any], int]) -> list[Hashable]:
+def java_hash_order(keys: Iterable[_K], hash_fn: Callable[[_K], int]) -> list[_K]:
     """The iteration order of a default ``HashMap``/``HashSet`` after adding ``keys`` in order."""
-    table = JavaHashMap(hash_fn)
+    table: JavaHashMap[_K, None] = JavaHashMap(hash_fn)
     for key in keys:
         table.put(key)
     return list(table)

@@ -49,18 +49,18 @@ def member_info_key(member: KafkaMember) -> tuple[int, bytes]:
 
 def prepare(
     partitions_per_topic: Mapping[str, int], members: Sequence[KafkaMember]
-) -> tuple[dict[str, KafkaMember], JavaHashMap]:
+) -> tuple[dict[str, KafkaMember], JavaHashMap[str, int]]:
     """(subscriptions in Java ``HashMap`` order, ``partitionsPerTopic`` as a Java ``HashMap``)."""
-    table = JavaHashMap(java_string_hash)
+    table: JavaHashMap[str, KafkaMember] = JavaHashMap(java_string_hash)
     for member in members:
         table.put(member.member_id, member)  # a repeated id replaces the value, keeps the slot
     subscriptions = {member_id: table[member_id] for member_id in table}
 
-    subscribed = JavaHashMap(java_string_hash)
+    subscribed: JavaHashMap[str, None] = JavaHashMap(java_string_hash)
     for member in subscriptions.values():
         for topic in member.topics:
             subscribed.put(topic)
-    counts = JavaHashMap(java_string_hash)
+    counts: JavaHashMap[str, int] = JavaHashMap(java_string_hash)
     for topic in subscribed:
         count = partitions_per_topic.get(topic)
         if count is not None and count > 0:

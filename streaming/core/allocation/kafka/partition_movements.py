@@ -23,7 +23,7 @@ ConsumerPair = tuple[str, str]  # (source member, destination member)
 
 class PartitionMovements:
     def __init__(self) -> None:
-        self._by_topic: dict[str, dict[ConsumerPair, JavaHashMap]] = {}
+        self._by_topic: dict[str, dict[ConsumerPair, JavaHashMap[TopicPartition, None]]] = {}
         self._movements: dict[TopicPartition, ConsumerPair] = {}
 
     def _remove_record(self, tp: TopicPartition) -> ConsumerPair:

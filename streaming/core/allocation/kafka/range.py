@@ -30,7 +30,7 @@ def _members_per_topic(subscriptions: dict[str, KafkaMember]) -> dict[str, list[
 
 
 def assign(
-    partitions_per_topic: JavaHashMap, subscriptions: dict[str, KafkaMember]
+    partitions_per_topic: JavaHashMap[str, int], subscriptions: dict[str, KafkaMember]
 ) -> dict[str, list[TopicPartition]]:
     members_per_topic = _members_per_topic(subscriptions)
     assignment: dict[str, list[TopicPartition]] = {member_id: [] for member_id in subscriptions}

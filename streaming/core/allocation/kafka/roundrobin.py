@@ -21,7 +21,7 @@ NAME = "roundrobin"
 
 
 def assign(
-    partitions_per_topic: JavaHashMap, subscriptions: dict[str, KafkaMember]
+    partitions_per_topic: JavaHashMap[str, int], subscriptions: dict[str, KafkaMember]
 ) -> dict[str, list[TopicPartition]]:
     assignment: dict[str, list[TopicPartition]] = {member_id: [] for member_id in subscriptions}
     ring = sorted(subscriptions.values(), key=member_info_key)

@@ -50,14 +50,14 @@ def eager_member_data(member: KafkaMember) -> MemberData:
         return MemberData([], None)
     # serializeTopicPartitionAssignment groups the partitions by topic with
     # HashMap.computeIfAbsent (CollectionUtils.groupPartitionsByTopic): Java's topic order
-    by_topic = JavaHashMap(java_string_hash)
+    by_topic: JavaHashMap[str, list[int]] = JavaHashMap(java_string_hash)
     for topic, partition in member.owned:
         by_topic.compute_if_absent(topic, list).append(partition)
     partitions = [(topic, p) for topic, parts in by_topic.items() for p in parts]
     return MemberData(partitions, member.generation)
 
 
-def _remove_first(items: list, item: object) -> None:
+def _remove_first(items: list[TopicPartition], item: TopicPartition) -> None:
     if item in items:
         items.remove(item)
 
@@ -71,7 +71,9 @@ class _OwnedClaims:
 
 
 def _read_claims(
-    all_topics: JavaHashMap, subscriptions: dict[str, KafkaMember], member_data: MemberDataFn
+    all_topics: JavaHashMap[str, int],
+    subscriptions: dict[str, KafkaMember],
+    member_data: MemberDataFn,
 ) -> _OwnedClaims:
     """``allSubscriptionsEqual``: compares topic lists and resolves the ownership claims."""
     claims = _OwnedClaims({}, set(), True, DEFAULT_GENERATION)
@@ -128,7 +130,7 @@ def _previous_owners(
 
 
 def assign_sticky(
-    partitions_per_topic: JavaHashMap,
+    partitions_per_topic: JavaHashMap[str, int],
     subscriptions: dict[str, KafkaMember],
     member_data: MemberDataFn,
 ) -> StickyOutcome:
@@ -146,6 +148,6 @@ def assign_sticky(
 
 
 def assign(
-    partitions_per_topic: JavaHashMap, subscriptions: dict[str, KafkaMember]
+    partitions_per_topic: JavaHashMap[str, int], subscriptions: dict[str, KafkaMember]
 ) -> dict[str, list[TopicPartition]]:
     return assign_sticky(partitions_per_topic, subscriptions, eager_member_data).assignment

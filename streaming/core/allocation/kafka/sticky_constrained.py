@@ -22,14 +22,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .java_collections import TopicPartition, java_string_key
+from .java_collections import JavaHashMap, TopicPartition, java_string_key
 from .model import KafkaAssignError
 
 
 class ConstrainedAssignment:
     def __init__(
         self,
-        partitions_per_topic: Mapping[str, int],
+        partitions_per_topic: Mapping[str, int] | JavaHashMap[str, int],
         owned_by_member: dict[str, list[TopicPartition]],
         multiply_owned: set[TopicPartition],
         transferring: dict[TopicPartition, str],

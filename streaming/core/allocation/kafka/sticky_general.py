@@ -20,9 +20,9 @@ Example (the upstream javadoc's second example): c0 subscribes t0; c1 t0, t1; c2
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
-from .java_collections import TopicPartition, java_string_key
+from .java_collections import JavaHashMap, TopicPartition, java_string_key
 from .model import KafkaAssignError, KafkaMember
 from .partition_movements import PartitionMovements
 
@@ -52,7 +52,7 @@ class MembersByLoad:
     def last(self) -> str:
         return self._keys[-1][2]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter([key[2] for key in self._keys])
 
 
@@ -64,7 +64,7 @@ def _balance_score(assignment: Mapping[str, list[TopicPartition]]) -> int:
 class GeneralAssignment:
     def __init__(
         self,
-        partitions_per_topic: Mapping[str, int],
+        partitions_per_topic: Mapping[str, int] | JavaHashMap[str, int],
         owned_by_member: dict[str, list[TopicPartition]],
         subscriptions: dict[str, KafkaMember],
         previous_owner: dict[TopicPartition, tuple[str, int]],
