@@ -53,7 +53,7 @@ from producers.simulator.clock import DEFAULT_EPOCH_MS, FastClock
 from producers.simulator.scenarios import Steady
 from streaming.core.contract import GroupKey
 from tests.benchmarks.machine import describe_machine, start_broker
-from tests.integration.monitor_harness import Scrape
+from tests.support import Scrape, wait_until
 
 
 def steady(args, seed: int = 1) -> Steady:
@@ -91,8 +91,8 @@ def probe_latencies(bootstrap: str, topic: str, url: str, store, probes: int,
     for k in numbers:  # each probe group: one route and one healthy client
         produce_probe(producer, topic, k, event_ms, processes=1)
     # Polled in the job's store: a full scrape at 10,000 groups costs the driver 0.3 s.
-    _wait_for(lambda: all(store.group(GroupKey("rocketmq", f"probe-{k:03d}")) for k in numbers),
-              timeout, "the probe groups did not show in the job's store in time")
+    wait_until(lambda: all(store.group(GroupKey("rocketmq", f"probe-{k:03d}")) for k in numbers),
+               timeout, "the probe groups in the job's store", interval=0.01, error=TimeoutError)
     latencies = []
     for k in numbers:
         group = f"probe-{k:03d}"
@@ -117,8 +117,9 @@ POLL_S = 0.25
 
 
 def _wait_store(store, group: str, timeout: float = 120.0) -> None:
-    _wait_for(lambda: _double_assigned(store, group), timeout,
-              f"{group}: no double assignment in the job's store in time")
+    wait_until(lambda: _double_assigned(store, group), timeout,
+               f"{group}: a double assignment in the job's store", interval=0.01,
+               error=TimeoutError)
 
 
 def _double_assigned(store, group: str) -> bool:
@@ -126,23 +127,13 @@ def _double_assigned(store, group: str) -> bool:
     return bool(metrics and any(metrics.double_assigned.values()))
 
 
-def _wait_for(condition, timeout: float, failure: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.01)
-    raise TimeoutError(failure)
-
-
 def _wait(url: str, predicate, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def shown() -> bool:
         with urllib.request.urlopen(url, timeout=30) as response:
-            if predicate(Scrape(response.read().decode())):
-                return
-        time.sleep(POLL_S)
-    raise TimeoutError("the job did not show the expected metrics in time")
+            return predicate(Scrape(response.read().decode()))
+
+    wait_until(shown, timeout, "the job showing the expected metrics", interval=POLL_S,
+               error=TimeoutError)
 
 
 def scrape_seconds(url: str) -> float:

@@ -17,17 +17,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
-
 from streaming.embedded_broker import free_port
 from tests.environment import TEST_SOURCE
-from tests.integration.monitor_harness import Scrape, assert_nothing_lost
+from tests.integration.monitor_harness import assert_nothing_lost
+from tests.support import Scrape, wait_until
 
 VENV_BIN = Path(sys.executable).parent
 # Test-run tuning only (the job's own settings are untouched): no Spark UI, a JVM that starts fast.
@@ -95,31 +93,6 @@ def _batch_ids(directory: Path) -> list[int]:
     return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
 
 
-def read_topic(bootstrap: str, topic: str, timeout: float = 30.0) -> list[tuple]:
-    """Every record of a topic as (key, value, headers tuple), read until each partition has
-    reported its end and one more poll brings nothing."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.time_ns()}",
-                         "enable.partition.eof": True, "enable.auto.commit": False})
-    try:
-        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
-        records, at_end, deadline = [], set(), time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is None:
-                if at_end >= set(partitions):
-                    return records
-            elif message.error():
-                if message.error().code() != KafkaError._PARTITION_EOF:
-                    raise AssertionError(f"reading {topic}: {message.error()}")
-                at_end.add(message.partition())
-            else:
-                records.append((message.key(), message.value(), tuple(message.headers() or ())))
-        raise AssertionError(f"{topic}: partitions {set(partitions) - at_end} never reached their end")
-    finally:
-        consumer.close()
-
-
 class JobProcess:
     """One `rebalance-monitor run` process on a given checkpoint, with its own /metrics port."""
 
@@ -171,18 +144,21 @@ class JobProcess:
     def wait_for(self, predicate: Callable[[Scrape], bool], timeout: float = 90.0,
                  poll: float = 0.1) -> Scrape:
         """Poll /metrics until predicate holds; fail with the job's log tail if it dies or hangs."""
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
+        last: Scrape | None = None
+
+        def holds() -> Scrape | None:
+            nonlocal last
             if self.process.poll() is not None:
                 raise AssertionError(f"job exited with {self.process.returncode}:\n{self.log_tail()}")
             last = self.try_scrape()
-            if last is not None and predicate(last):
-                return last
-            time.sleep(poll)
-        shown = "" if last is None else "\n".join(
-            f"{k} {v}" for k, v in sorted(comparable_series(last).items()))
-        raise AssertionError(f"timed out after {timeout}s; last scrape:\n{shown}\n{self.log_tail()}")
+            return last if last is not None and predicate(last) else None
+
+        def shown() -> str:
+            series = "" if last is None else "\n".join(
+                f"{k} {v}" for k, v in sorted(comparable_series(last).items()))
+            return f"last scrape:\n{series}\n{self.log_tail()}"
+
+        return wait_until(holds, timeout, "the /metrics waited for", interval=poll, details=shown)
 
     def kill(self, sig: int = signal.SIGKILL, timeout: float = 60.0) -> int:
         """Signal the whole process group (driver and JVM) and wait for the driver to end."""

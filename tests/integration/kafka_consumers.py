@@ -35,6 +35,7 @@ from typing import Any
 
 from streaming import jars
 from tests.integration.java_programs import JavaUnavailable, compile_java
+from tests.support import wait_until
 
 SOURCE = Path(__file__).parent / "kafka_java" / "ConsumerProbe.java"
 MAIN_CLASS = "ConsumerProbe"
@@ -271,7 +272,7 @@ class JavaConsumer:
             if not value and self._eof:
                 raise AssertionError(f"{self.name} exited before {what}\n{self.tail()}")
             return value
-        return wait_until(check, timeout, f"{self.name}: {what}", [self])
+        return wait_for_probes(check, timeout, f"{self.name}: {what}", [self])
 
     # -- driving it -------------------------------------------------------------------------
 
@@ -353,21 +354,14 @@ class JavaConsumer:
         self.stop()
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float, what: str,
-               consumers: Iterable[JavaConsumer] = ()) -> Any:
-    """predicate()'s first truthy value, checked now and after each line any probe prints.
-    AssertionError after timeout seconds, with the given consumers' output tails."""
-    deadline = time.monotonic() + timeout
+def wait_for_probes(predicate: Callable[[], Any], timeout: float, what: str,
+                    consumers: Iterable[JavaConsumer] = ()) -> Any:
+    """predicate()'s first truthy value, checked now and after each line any probe prints
+    (under the lock the probes' readers update under). AssertionError after timeout seconds,
+    with the given consumers' output tails."""
     with _changed:
-        while True:
-            value = predicate()
-            if value:
-                return value
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                tails = "\n".join(consumer.tail() for consumer in consumers)
-                raise AssertionError(f"no {what} within {timeout}s\n{tails}")
-            _changed.wait(remaining)
+        return wait_until(predicate, timeout, what, pause=_changed.wait,
+                          details=lambda: "\n".join(consumer.tail() for consumer in consumers))
 
 
 def holders(consumers: Sequence[JavaConsumer], topic: str) -> Counter[int]:
@@ -394,8 +388,8 @@ def wait_for_partitions(consumers: Sequence[JavaConsumer], topic: str, partition
             return None
         return held
 
-    return wait_until(settled, timeout, f"{len(consumers)} consumers holding each of {topic}'s "
-                      f"{partitions} partitions once", consumers)
+    return wait_for_probes(settled, timeout, f"{len(consumers)} consumers holding each of "
+                           f"{topic}'s {partitions} partitions once", consumers)
 
 
 def stop_all(consumers: Iterable[JavaConsumer] | None = None, timeout: float = 20.0) -> None:

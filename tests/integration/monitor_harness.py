@@ -8,18 +8,17 @@
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
 from confluent_kafka import Producer
-from prometheus_client.parser import text_string_to_metric_families
 
 from streaming.spark.config import JobConfig
 from streaming.spark.job import Monitor
 from tests.environment import TEST_SOURCE
+from tests.support import Scrape, wait_until
 
 
 def produce_events(bootstrap: str, topic: str, events: Iterable[Mapping | bytes]) -> int:
@@ -37,26 +36,6 @@ def produce_events(bootstrap: str, topic: str, events: Iterable[Mapping | bytes]
         count += 1
     producer.flush(30)
     return count
-
-
-class Scrape:
-    """One /metrics scrape, queried by name and labels."""
-
-    def __init__(self, text: str) -> None:
-        self.samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
-
-    def value(self, name: str, **labels: str) -> float | None:
-        for sample in self.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                return sample.value
-        return None
-
-    def series(self, name: str, **labels: str) -> dict[tuple, float]:
-        return {tuple(sorted(s.labels.items())): s.value for s in self.samples
-                if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())}
-
-    def groups(self) -> set[str]:
-        return {s.labels["group"] for s in self.samples if s.name == "rebalance_group_members"}
 
 
 # Every job a test runs ends with these at 0: no row dropped behind the watermark, no record
@@ -100,20 +79,27 @@ class RunningMonitor:
             return Scrape(response.read().decode())
 
     def wait_for(self, predicate: Callable[[Scrape], bool], timeout: float = 90.0) -> Scrape:
-        """Poll /metrics until predicate holds; fail with the last scrape and query state."""
-        deadline = time.monotonic() + timeout
-        scrape = self.scrape()
-        while not predicate(scrape):
+        """Poll /metrics until predicate holds; fail at once if the query failed, else after
+        timeout with the last scrape."""
+        last: Scrape | None = None
+
+        def holds() -> Scrape | None:
+            nonlocal last
+            last = self.scrape()
+            if predicate(last):
+                return last
             query = self.monitor.query
             if query is not None and query.exception() is not None:
                 raise AssertionError(f"streaming query failed: {query.exception()}")
-            if time.monotonic() > deadline:
-                raise AssertionError("timed out; last scrape:\n" + "\n".join(
-                    f"{s.name}{s.labels} {s.value}" for s in scrape.samples
-                    if s.name.startswith("rebalance_")))
-            time.sleep(0.2)
-            scrape = self.scrape()
-        return scrape
+            return None
+
+        def shown() -> str:
+            return "last scrape:\n" + "\n".join(
+                f"{s.name}{s.labels} {s.value}" for s in last.samples
+                if s.name.startswith("rebalance_"))
+
+        return wait_until(holds, timeout, "the /metrics waited for", interval=0.2,
+                          details=shown)
 
     def catch_up(self) -> Scrape:
         """Block until the query has processed everything in the topic; then scrape."""

@@ -17,38 +17,15 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
-from prometheus_client.parser import text_string_to_metric_families
-
 from streaming.embedded_broker import free_port
+from tests.support import Scrape, wait_until
 
 COMMAND = str(Path(sys.executable).parent / "rebalance-monitor")
-
-
-class Scrape:
-    """One /metrics scrape, queried by name and labels."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.samples = [s for f in text_string_to_metric_families(text) for s in f.samples]
-
-    def value(self, name: str, **labels: str) -> float | None:
-        for sample in self.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                return sample.value
-        return None
-
-    def series(self, name: str) -> dict[tuple, float]:
-        return {tuple(sorted(s.labels.items())): s.value for s in self.samples if s.name == name}
-
-    def total(self, name: str) -> float:
-        return sum(self.series(name).values())
 
 
 class ProducerProcess:
@@ -81,18 +58,18 @@ class ProducerProcess:
     def wait_for(self, predicate: Callable[[Scrape], bool], timeout: float = 30.0,
                  what: str = "") -> Scrape:
         """Scrape until predicate holds; fail with the log tail if it exits or the time is up."""
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
+        last: Scrape | None = None
+
+        def holds() -> Scrape | None:
+            nonlocal last
             if not self.running:
                 raise AssertionError(f"{self.args[1]} exited with {self.process.returncode} "
                                      f"while waiting for {what}:\n{self.log()[-3000:]}")
             last = self.try_scrape()
-            if last is not None and predicate(last):
-                return last
-            time.sleep(0.2)
-        raise AssertionError(f"not within {timeout} s: {what}\nlast scrape:\n"
-                             f"{last.text if last else None}\n{self.log()[-3000:]}")
+            return last if last is not None and predicate(last) else None
+
+        return wait_until(holds, timeout, what, interval=0.2, details=lambda: (
+            f"last scrape:\n{last.text if last else None}\n{self.log()[-3000:]}"))
 
     def wait_exit(self, timeout: float) -> int:
         return self.process.wait(timeout)
@@ -128,26 +105,3 @@ def paused(broker) -> Iterator[None]:
         yield
     finally:
         os.kill(broker.pid, signal.SIGCONT)
-
-
-def read_values(bootstrap: str, topic: str, until: Callable[[list[bytes]], bool],
-                timeout: float = 30.0) -> list[bytes]:
-    """A topic's record values from the start, read until `until(values)` holds."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.time_ns()}",
-                         "enable.auto.commit": False})
-    try:
-        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
-        values: list[bytes] = []
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for message in consumer.consume(1000, 0.2):
-                if message.error() is None:
-                    values.append(message.value())
-                elif message.error().code() != KafkaError._PARTITION_EOF:
-                    raise AssertionError(f"reading {topic}: {message.error()}")
-            if until(values):
-                return values
-        raise AssertionError(f"{topic}: not within {timeout} s ({len(values)} records read)")
-    finally:
-        consumer.close()

@@ -22,7 +22,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
@@ -31,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from tests.support import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 RULE_FILES = tuple(sorted((REPO / "dashboards" / "prometheus" / "rules").glob("*.yml")))
@@ -98,19 +99,20 @@ def free_port() -> int:
 
 def poll(check: Callable[[], Any], timeout: float, interval: float = 0.25,
          what: str = "condition") -> Any:
-    """Call `check` until it returns something truthy; raise after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
+    """Call `check` until it returns something truthy, taking a failed call (Prometheus not
+    answering yet) for a no; HarnessError after `timeout` seconds, with the last failure."""
     last_error: Exception | None = None
-    while time.monotonic() < deadline:
+
+    def answered() -> Any:
+        nonlocal last_error
         try:
-            result = check()
-            if result:
-                return result
+            return check()
         except (OSError, HarnessError, ValueError) as error:
             last_error = error
-        time.sleep(interval)
-    raise HarnessError(f"timed out after {timeout}s waiting for {what}"
-                       + (f" (last error: {last_error})" if last_error else ""))
+            return None
+
+    return wait_until(answered, timeout, what, interval=interval, error=HarnessError,
+                      details=lambda: f"(last error: {last_error})" if last_error else "")
 
 
 class PrometheusHarness:

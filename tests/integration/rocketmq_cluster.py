@@ -47,6 +47,7 @@ from typing import NamedTuple
 
 from streaming import jars
 from tests.integration.java_programs import build_once, compile_java
+from tests.support import wait_until
 
 KIT_ENV = "ROCKETMQ_KIT"
 LOOPBACK = "127.0.0.1"
@@ -191,11 +192,8 @@ def resume(process: subprocess.Popen, timeout: float = 5.0) -> None:
 
 def _wait_state(process: subprocess.Popen, wanted: Callable[[str], bool], what: str,
                 timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not wanted(process_state(process.pid)):
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"pid {process.pid} not {what} within {timeout}s")
-        time.sleep(0.01)
+    wait_until(lambda: wanted(process_state(process.pid)), timeout, f"pid {process.pid} {what}",
+               interval=0.01)
 
 
 def _signal_group(process: subprocess.Popen, sig: int) -> None:
@@ -252,17 +250,17 @@ class ServerProcess:
     def wait_booted(self, timeout: float, ready: str = BOOT_SUCCESS) -> None:
         """Until `ready` is printed; AssertionError with the output tail if it exits or takes
         longer. (A NameServer whose port is taken prints a BindException and exits.)"""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def booted() -> bool:
             if ready in self.output():
-                return
+                return True
             if self.process.poll() is not None:
                 raise AssertionError(f"bin/{self.script} ({self.run_dir}) exited with "
                                      f"{self.process.returncode} before booting:\n"
                                      f"{tail(self.output())}")
-            time.sleep(0.05)
-        raise AssertionError(f"bin/{self.script} ({self.run_dir}): no {BOOT_SUCCESS!r} within "
-                             f"{timeout}s:\n{tail(self.output())}")
+            return False
+
+        wait_until(booted, timeout, f"bin/{self.script} ({self.run_dir}): {BOOT_SUCCESS!r}",
+                   interval=0.05, details=lambda: tail(self.output()))
 
     def address_in_use(self) -> bool:
         return "Address already in use" in self.output()
@@ -390,20 +388,18 @@ class RocketMQCluster:
         wanted = {name: self.broker_addr(name) for name in self.broker_names}
         wanted_2 = {name: self.broker_addr(name) for name in self.second_namesrv_for}
         client = RemotingClient()
-        deadline = time.monotonic() + self.boot_timeout
+
+        def registered() -> bool:
+            try:
+                return (RocketMQAdmin(client, [self.namesrv]).cluster_info() == wanted
+                        and (not wanted_2 or RocketMQAdmin(
+                            client, [self.second_namesrv]).cluster_info() == wanted_2))
+            except RemotingError:
+                return False
+
         try:
-            while True:
-                try:
-                    if (RocketMQAdmin(client, [self.namesrv]).cluster_info() == wanted
-                            and (not wanted_2 or RocketMQAdmin(
-                                client, [self.second_namesrv]).cluster_info() == wanted_2)):
-                        return
-                except RemotingError:
-                    pass
-                if time.monotonic() >= deadline:
-                    raise AssertionError(f"brokers {sorted(wanted)} not registered with the "
-                                         f"NameServer within {self.boot_timeout}s")
-                time.sleep(0.1)
+            wait_until(registered, self.boot_timeout,
+                       f"brokers {sorted(wanted)} registered with the NameServer", interval=0.1)
         finally:
             client.close()
 
@@ -607,21 +603,21 @@ class RealConsumer:
                  what: str = "condition", poll: float = 0.05) -> RealConsumer:
         """Poll until predicate(self) holds; AssertionError with the output tail if the JVM
         exits first or timeout passes."""
-        deadline = time.monotonic() + timeout
-        while True:
+        def reached() -> bool:
             if predicate(self):
-                return self
+                return True
             if not self.running:
                 self._reader.join(5)   # the last lines may still be in the pipe
                 if predicate(self):
-                    return self
+                    return True
                 raise AssertionError(f"consumer {self.instance_name} exited "
                                      f"({self.process.returncode}) before {what}:\n"
                                      f"{self.output_tail()}")
-            if time.monotonic() >= deadline:
-                raise AssertionError(f"consumer {self.instance_name}: no {what} within "
-                                     f"{timeout}s:\n{self.output_tail()}")
-            time.sleep(poll)
+            return False
+
+        wait_until(reached, timeout, f"consumer {self.instance_name}: {what}", interval=poll,
+                   details=self.output_tail)
+        return self
 
     def wait_started(self, timeout: float = 60.0) -> str:
         """Its client id, once the consumer has started."""

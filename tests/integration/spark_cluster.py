@@ -18,7 +18,6 @@ import os
 import signal
 import socket
 import subprocess
-import time
 import urllib.error
 import urllib.request
 import venv
@@ -26,6 +25,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pyspark
+
+from tests.support import wait_until
 
 
 def spark_home() -> Path:
@@ -104,8 +105,7 @@ class Process:
 def poll(what: str, probe: Callable[[], object], timeout: float,
          processes: Sequence[Process] = ()) -> object:
     """Call probe until it returns a truthy value; fail early if a process died."""
-    deadline = time.monotonic() + timeout
-    while True:
+    def answered() -> object:
         result = probe()
         if result:
             return result
@@ -113,10 +113,10 @@ def poll(what: str, probe: Callable[[], object], timeout: float,
             if not process.alive():
                 raise AssertionError(f"{process.name} exited ({process.popen.returncode}) "
                                      f"while waiting for {what}\n{process.log_tail()}")
-        if time.monotonic() > deadline:
-            tails = "\n".join(p.log_tail() for p in processes)
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{tails}")
-        time.sleep(0.25)
+        return None
+
+    return wait_until(answered, timeout, what, interval=0.25,
+                      details=lambda: "\n".join(p.log_tail() for p in processes))
 
 
 def fetch_json(url: str) -> dict | None:

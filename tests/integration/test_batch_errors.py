@@ -4,13 +4,13 @@ called through the real SparkSession's JVM on the text py4j hands it: the Python
 from __future__ import annotations
 
 import logging
-import time
 import traceback
 
 import pytest
 from py4j.protocol import Py4JError
 
 from streaming.spark.batch_errors import BatchFailed, bounded_failures
+from tests.support import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -59,10 +59,7 @@ def stopped_mid_batch(spark, tmp_path, wrap) -> dict:
              .writeStream.foreachBatch(wrap(sink))
              .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
     tracker = spark.sparkContext.statusTracker()
-    deadline = time.monotonic() + 120
-    while not tracker.getActiveJobsIds() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert tracker.getActiveJobsIds(), "the sink's Spark job never started"
+    wait_until(tracker.getActiveJobsIds, 120, "the sink's Spark job started", interval=0.05)
     query.stop()
     return query.status
 

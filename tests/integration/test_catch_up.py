@@ -29,9 +29,9 @@ from tests.integration.job_process import (
     JobProcess,
     batch_in_flight,
     committed_batches,
-    read_topic,
     settled,
 )
+from tests.support import read_topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from streaming.jars import KAFKA_VERSION, kafka_broker_jars
-from tests.integration.monitor_harness import Scrape
+from tests.support import Scrape
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

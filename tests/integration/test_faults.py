@@ -28,20 +28,20 @@ from streaming.embedded_broker import EmbeddedBroker, create_topic
 from streaming.kafka_broker import ApacheKafkaBroker
 from streaming.spark.sinks import REASON_HEADER
 from tests.integration.job_process import (
+    SPARK_SUBMIT_ARGS,
     JobProcess,
     batch_in_flight,
     committed_batches,
     comparable_series,
     events_total,
-    read_topic,
     settled,
 )
-from tests.integration.test_restart import (
-    SPARK_SUBMIT_ARGS,
+from tests.integration.scenario_workload import (
     WATERMARK_DELAY_MS,
     expected_counts,
     scenario_records,
 )
+from tests.support import read_topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

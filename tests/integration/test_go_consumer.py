@@ -221,7 +221,7 @@ def test_the_monitor_re_runs_each_client_with_its_own_sdk_and_reports_the_real_c
     """observe-rocketmq told the Go clients' strategy (--sdk-strategy GO=CONSISTENT_HASH): every
     client's holdings equal the monitor's re-run of it (no allocation mismatch), and the queues
     the monitor reports doubled and orphaned are the ones the real clients double and orphan."""
-    from tests.integration.test_observe_rocketmq import group_value, watching
+    from tests.integration.rocketmq_watch import group_value, watching
 
     topic, group = CH_TOPIC, "go-ch-watched"
     namesrv = rocketmq_cluster.namesrv

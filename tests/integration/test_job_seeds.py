@@ -2,36 +2,18 @@
 the job's real /metrics endpoint with the exact values."""
 
 import json
-import time
 
 import pytest
-from confluent_kafka import Consumer
 
+from streaming.spark.sinks import REASON_HEADER
 from tests.integration.monitor_harness import RunningMonitor, produce_events
+from tests.integration.seed_scenarios import seed_events
+from tests.support import read_topic
 from tests.unit.state_helpers import T0, hb, queues, route
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 B = "broker-b"
-
-
-def seed_events() -> list[dict]:
-    skew = [route("TopicX", group="g-skew", brokers={"broker-a": 2}),
-            route("TopicY", group="g-skew", brokers={"broker-a": 2})]
-    skew += [hb(c, ["TopicX", "TopicY"], group="g-skew") for c in ("c1", "c2", "c3", "c4")]
-    even = [route("T", group="g-433", brokers={"broker-a": 10})]
-    even += [hb(c, ["T"], group="g-433") for c in ("c1", "c2", "c3")]
-    gap = [route("TopicA", group="g-gap", brokers={"broker-a": 4}),
-           route("TopicB", group="g-gap", brokers={"broker-a": 4}),
-           hb("c1", ["TopicA", "TopicB"], group="g-gap"), hb("c2", ["TopicA", "TopicB"], group="g-gap"),
-           hb("c3", ["TopicA"], group="g-gap")]
-    shared = [route("T", group="g-shared", brokers={"broker-a": 6}),
-              hb("c1", ["T"], group="g-shared", address="10.0.0.1:5000"),
-              hb("c1", ["T"], group="g-shared", address="10.0.0.2:5000"),
-              hb("c2", ["T"], group="g-shared", address="10.0.0.3:5000")]
-    mixed = [route("T", group="g-mixed", brokers={"broker-a": 6}), hb("c1", ["T"], group="g-mixed"),
-             hb("c2", ["T"], group="g-mixed"), hb("c3", ["T"], group="g-mixed", strategy="AVG_BY_CIRCLE")]
-    return skew + even + gap + shared + mixed
 
 
 def crash_view(ids_a, ids_b) -> dict:
@@ -109,7 +91,7 @@ def test_broker_crash_conflicts_begin_and_end(spark, kafka_bootstrap, make_topic
         assert m.value("rebalance_conflict_age_seconds", **labels("g-crash")) == 0
         assert m.value("rebalance_rebalances_total", **labels("g-crash")) == 8
         assert m.value("rebalance_queue_moves_total", **labels("g-crash")) == 26
-    findings = read_all(kafka_bootstrap, topic + ".findings")
+    findings = [json.loads(value) for _, value, _ in read_topic(kafka_bootstrap, topic + ".findings")]
     doubles = [(f["status"], f["queue"], f["clients"]) for f in findings
                if f["kind"] == "double_assignment"]
     assert sorted(doubles) == [("ended", [B, 4], ["c3", "c4"]), ("ended", [B, 5], ["c3", "c4"]),
@@ -153,34 +135,10 @@ def test_invalid_events_are_counted_and_dead_lettered_valid_ones_unaffected(
         assert m.value("rebalance_client_queues", **labels("g-ok", client="c1")) == 2
         assert m.value("rebalance_monitor_events_total", type="heartbeat") == 2
         reasons = {dict(k)["reason"]: v for k, v in m.series("rebalance_monitor_invalid_events_total").items()}
-    dead = read_all(kafka_bootstrap, topic + ".dlq", raw=True)
+    dead = [(value, dict(headers).get(REASON_HEADER, b"").decode())
+            for _, value, headers in read_topic(kafka_bootstrap, topic + ".dlq")]
     assert sorted(value for value, _ in dead) == sorted(bad)
     assert sorted(reason for _, reason in dead) == sorted(
         reason for reason, n in reasons.items() for _ in range(int(n)))
     assert set(reasons) <= {"not_json", "missing_group", "unknown_type", "bad_timestamp",
                             "wrong_type", "oversized", "missing_field"}
-
-
-def read_all(bootstrap: str, topic: str, raw: bool = False, timeout: float = 30.0) -> list:
-    """Every record of a topic (read to the end of each partition)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.time_ns()}",
-                         "auto.offset.reset": "earliest", "enable.partition.eof": True,
-                         "enable.auto.commit": False})
-    consumer.subscribe([topic])
-    records, eof, deadline = [], set(), time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is None:
-            if eof and records:
-                break
-            continue
-        if msg.error():
-            eof.add(msg.partition())
-            continue
-        if raw:
-            headers = dict(msg.headers() or [])
-            records.append((msg.value(), headers.get("rebalance-monitor-reason", b"").decode()))
-        else:
-            records.append(json.loads(msg.value()))
-    consumer.close()
-    return records

@@ -17,7 +17,7 @@ from tests.integration.kafka_consumers import (
     compile_probe,
     stop_all,
     wait_for_partitions,
-    wait_until,
+    wait_for_probes,
 )
 
 pytestmark = [pytest.mark.integration]
@@ -104,7 +104,8 @@ def test_a_slow_revocation_holds_the_partitions_back_in_a_kip_848_group(probes,
     group = f"{topic}.g"
     first = [probes(group, [topic], protocol="consumer", assignor="range",
                     revoke_delay_ms=REVOKE_DELAY_MS) for _ in range(2)]
-    wait_until(lambda: all(member.member_id for member in first), 60, "both members joined", first)
+    wait_for_probes(lambda: all(member.member_id for member in first), 60, "both members joined",
+                    first)
     create_topic(kafka_bootstrap, topic, 6)  # 3 + 3 at once: nobody revokes on the way there
     wait_for_partitions(first, topic, 6)
     mark = last_seq(first)
@@ -118,7 +119,7 @@ def test_a_slow_revocation_holds_the_partitions_back_in_a_kip_848_group(probes,
                 return member, {partition for _, partition in revocations[-1]["partitions"]}
         return None
 
-    revoker, revoked = wait_until(revocation_in_progress, 60, "a revocation", [*first, third])
+    revoker, revoked = wait_for_probes(revocation_in_progress, 60, "a revocation", [*first, third])
     assert revoked and not revoked & third.partitions(topic)
     # Inside the callback, assignment() still lists the partitions being revoked.
     assert revoked <= {partition for _, partition in revoker.of_kind("revoking")[-1]["assigned"]}

@@ -24,16 +24,15 @@ from streaming.core.state.events import parse_event
 from streaming.core.state.group import GroupState, apply_event
 from streaming.core.state.rerun import rerun
 from streaming.embedded_broker import create_topic
-from tests.integration.job_process import read_topic
 from tests.integration.kafka_consumers import (
     JavaConsumer,
     ProbeUnavailable,
     compile_probe,
     stop_all,
     wait_for_partitions,
-    wait_until,
+    wait_for_probes,
 )
-from tests.integration.monitor_harness import RunningMonitor, Scrape
+from tests.integration.monitor_harness import RunningMonitor
 from tests.integration.producer_process import ProducerProcess
 from tests.integration.prometheus_harness import (
     DASHBOARDS,
@@ -43,6 +42,7 @@ from tests.integration.prometheus_harness import (
     panel_queries,
     poll,
 )
+from tests.support import Scrape, read_topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -154,8 +154,8 @@ def test_a_static_members_rejoin_keeps_its_partitions_and_raises_no_conflict(wat
         before = wait_for_partitions(members, topic, 4)[0]
         static.kill()                        # no LeaveGroup: the broker keeps its place
         static.start()
-        wait_until(lambda: static.partitions(topic) == before, 60, "the static member's return",
-                   members)
+        wait_for_probes(lambda: static.partitions(topic) == before, 60,
+                        "the static member's return", members)
         truth = {m.member_id: len(m.partitions(topic)) for m in members}
         assert observed_rerun(watched.bootstrap, group) == {
             m.member_id: {(topic, p) for p in m.partitions(topic)} for m in members}
@@ -236,15 +236,16 @@ def test_a_member_stuck_in_its_revocation_fires_the_stuck_hand_off_alert(watched
                           assignor="range", revoke_delay_ms=600_000, log_dir=tmp_path)
              for _ in range(2)]
     with consumers(*first) as members:
-        wait_until(lambda: all(m.member_id for m in members), 60, "both members joined", members)
+        wait_for_probes(lambda: all(m.member_id for m in members), 60, "both members joined",
+                        members)
         create_topic(watched.bootstrap, topic, 4)
         wait_for_partitions(members, topic, 4)
         kip848_settled(watched, group, members, topic)
         late = JavaConsumer(watched.bootstrap, group, [topic], protocol="consumer",
                             assignor="range", log_dir=tmp_path)
         with consumers(late):
-            stuck = wait_until(lambda: [m for m in members if m.revoking], 60,
-                               "a member blocked in onPartitionsRevoked", [*members, late])
+            stuck = wait_for_probes(lambda: [m for m in members if m.revoking], 60,
+                                    "a member blocked in onPartitionsRevoked", [*members, late])
             stuck_ids = {m.member_id for m in stuck}
             scrape = watched.monitor.wait_for(lambda s: watched.value(
                 s, "rebalance_kafka_handoff_age_seconds", group) > 0)

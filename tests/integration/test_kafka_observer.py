@@ -18,6 +18,7 @@ import pytest
 from producers import kafka_observer
 from producers.kafka_observer import KafkaGroupObserver
 from tests.integration.prometheus_harness import poll
+from tests.support import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -36,14 +37,19 @@ def _consumer(bootstrap, group):
 def _consume_one_from_each(consumers, topics) -> None:
     """Poll until every topic had a message consumed and committed (the group has offsets)."""
     seen: set[str] = set()
-    deadline = time.monotonic() + DEADLINE_S
-    while seen != set(topics) and time.monotonic() < deadline:
+
+    def each_consumed() -> bool:
+        if seen == set(topics):
+            return True
         for consumer in consumers:
             message = consumer.poll(0.05)
             if message is not None and not message.error():
                 consumer.commit(message, asynchronous=False)
                 seen.add(message.topic())
-    assert seen == set(topics), f"consumed only {seen}"
+        return False
+
+    wait_until(each_consumed, DEADLINE_S, f"a message of each of {topics} consumed",
+               interval=0, details=lambda: f"consumed only {seen}")
 
 
 @pytest.fixture

@@ -6,8 +6,6 @@ described through ShareGroupDescribe, and ListGroups' group types."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from confluent_kafka import Consumer, ShareConsumer
 from kafka.admin import KafkaAdminClient
@@ -17,6 +15,7 @@ from producers.kafka_protocol import (
     describe_share_groups,
     list_groups,
 )
+from tests.support import wait_until
 
 pytestmark = [pytest.mark.integration]
 
@@ -53,15 +52,16 @@ def held(consumer) -> tuple[tuple[str, int], ...]:
 
 def poll_until(consumers, check, what: str):
     """Poll every consumer until check() returns something true; that is returned."""
-    deadline = time.monotonic() + SETTLE_S
     last = None
-    while time.monotonic() < deadline:
+
+    def polled():
+        nonlocal last
         for consumer in consumers:
             consumer.poll(0.2)
         last = check()
-        if last:
-            return last
-    pytest.fail(f"not settled within {SETTLE_S:.0f}s: {what}; last: {last!r}")
+        return last
+
+    return wait_until(polled, SETTLE_S, what, interval=0, details=lambda: f"last: {last!r}")
 
 
 def test_a_kip_848_group_is_described_with_its_epochs_and_real_assignments(

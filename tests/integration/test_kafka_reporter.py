@@ -9,7 +9,6 @@ and reports them as owned. Closing a consumer shows the new assignment and its u
 from __future__ import annotations
 
 import json
-import time
 import uuid
 
 import pytest
@@ -17,6 +16,7 @@ import pytest
 from producers.kafka_reporter import RebalanceReporter
 from streaming.core.allocation.kafka import KafkaMember, assign
 from streaming.core.state.events import Event, parse_event
+from tests.support import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -33,13 +33,12 @@ def _consumer(bootstrap, group, **extra):
 
 
 def _poll_until(consumers, condition, what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
+    def polled() -> bool:
         for consumer in consumers:
             consumer.poll(0.05)
-        if condition():
-            return
-    raise AssertionError(f"not within {DEADLINE_S} s: {what}")
+        return condition()
+
+    wait_until(polled, DEADLINE_S, what, interval=0)
 
 
 def _settled(reporters, partitions) -> bool:
@@ -60,15 +59,14 @@ class EventReader:
         self.events: list[dict] = []
 
     def read_until(self, condition, what: str) -> None:
-        deadline = time.monotonic() + DEADLINE_S
-        while time.monotonic() < deadline:
+        def read() -> bool:
             message = self.consumer.poll(0.1)
             if message is not None and not message.error():
                 self.events.append(json.loads(message.value()))
                 assert message.key().decode() == self.events[-1]["group"]
-            if condition(self):
-                return
-        raise AssertionError(f"events not seen within {DEADLINE_S} s: {what}")
+            return condition(self)
+
+        wait_until(read, DEADLINE_S, f"events: {what}", interval=0)
 
     def latest(self) -> dict[str, dict]:
         gone = set()
@@ -172,9 +170,14 @@ def test_kafka_python_listener_reports_member_generation_and_assignment(kafka_bo
     reporter = RebalanceReporter({"bootstrap.servers": kafka_bootstrap}, events_topic, group,
                                  "range")
     consumer.subscribe([topic], listener=reporter.kafka_python_listener(consumer))
-    deadline = time.monotonic() + DEADLINE_S
-    while len(reporter.owned) < 3 and time.monotonic() < deadline:
+    def three_owned() -> bool:
+        if len(reporter.owned) >= 3:
+            return True
         consumer.poll(timeout_ms=100)
+        return False
+
+    wait_until(three_owned, DEADLINE_S, "the kafka-python member owning 3 partitions",
+               interval=0, details=lambda: f"owned: {reporter.owned}")
     assert reporter.owned == {(topic, p) for p in range(3)}
     reader = EventReader(kafka_bootstrap, events_topic)
     reader.read_until(lambda r: any(e.get("owned") == [[topic, p] for p in range(3)]

@@ -13,44 +13,18 @@ from __future__ import annotations
 import contextlib
 import json
 import subprocess
-import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.integration.monitor_harness import RunningMonitor, Scrape
 from tests.integration.producer_process import ProducerProcess
 from tests.integration.prometheus_harness import HarnessConfig, PrometheusHarness
+from tests.integration.rocketmq_watch import SYSTEM, fresh, group_value, watching
+from tests.support import Scrape, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SHARED_CLIENT_IP = "10.99.0.1"   # only an id in the clientId, never dialled
-SYSTEM = "rocketmq"
-
-
-def fresh(stem: str) -> str:
-    return f"{stem}-{uuid.uuid4().hex[:8]}"
-
-
-@contextlib.contextmanager
-def watching(namesrv: str, group: str, spark, kafka_bootstrap: str, make_topic, workdir: Path,
-             *bridge_args: str) -> Iterator[tuple[RunningMonitor, ProducerProcess]]:
-    """The job reading an events topic of its own, and observe-rocketmq (polling every second,
-    only `group`) writing to it."""
-    events = make_topic()
-    workdir.mkdir(parents=True, exist_ok=True)
-    with RunningMonitor(spark, kafka_bootstrap, events, workdir) as monitor, \
-            ProducerProcess(["observe-rocketmq", "--namesrv", namesrv,
-                             "--bootstrap-servers", kafka_bootstrap, "--topic", events,
-                             "--interval-seconds", "1", "--keepalive-seconds", "5", "--include",
-                             f"^{group}$", *bridge_args], workdir) as bridge:
-        yield monitor, bridge
-
-
-def group_value(scrape: Scrape, name: str, group: str, **labels: str) -> float | None:
-    return scrape.value(name, system=SYSTEM, group=group, **labels)
 
 
 def client_queues(scrape: Scrape, group: str) -> dict[str, float]:
@@ -246,7 +220,7 @@ def test_brokers_whose_client_lists_differ_are_a_split_view_naming_the_queues_it
     monitor names in its split view."""
     if rocketmq_kit.version.startswith("4."):
         pytest.skip("clientRebalance=false is 5.x's")
-    from tests.integration.job_process import read_topic
+    from tests.support import read_topic
 
     cluster = rocketmq_cluster_factory(["broker-a", "broker-b"], second_namesrv_for=["broker-a"])
     topic, group = fresh("T-split"), fresh("g-split")
@@ -338,10 +312,13 @@ def grpc_consumers(kit, endpoint: str, group: str, topic: str, kinds, workdir: P
                 processes.append(kit.spawn("grpc-consumer", [endpoint, group, topic, kind, "600"],
                                            log.parent, stdout=out, stderr=subprocess.STDOUT))
         for log, process in zip(logs, processes, strict=True):
-            deadline = time.monotonic() + 60
-            while "STARTED" not in log.read_text():
-                assert process.poll() is None and time.monotonic() < deadline, log.read_text()
-                time.sleep(0.1)
+            def started(log=log, process=process) -> bool:
+                if "STARTED" in log.read_text():
+                    return True
+                assert process.poll() is None, log.read_text()
+                return False
+
+            wait_until(started, 60, f"STARTED in {log}", details=log.read_text)
         yield processes
     finally:
         stop_process_groups(processes, 10)
@@ -511,7 +488,7 @@ def test_the_bridge_publishes_through_sasl_with_the_documented_options(
     import subprocess
     import sys
 
-    from tests.integration.job_process import read_topic
+    from tests.support import read_topic
 
     topic, group, events = fresh("TS"), fresh("g-sasl"), make_topic()
     rocketmq_cluster.create_topic(topic, queues=4)

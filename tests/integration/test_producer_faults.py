@@ -19,7 +19,8 @@ from producers.kafka_reporter import RebalanceReporter
 from producers.simulator import cli as simulator_cli
 from producers.simulator.clock import FastClock
 from streaming.embedded_broker import EmbeddedBroker, create_topic
-from tests.integration.producer_process import ProducerProcess, paused, read_values
+from tests.integration.producer_process import ProducerProcess, paused
+from tests.support import read_values
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.producer_process import read_values
+from tests.support import read_values
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

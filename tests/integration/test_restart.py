@@ -16,7 +16,6 @@ Spark has no further batch to run.
 
 from __future__ import annotations
 
-import heapq
 import json
 import shutil
 import signal
@@ -29,9 +28,6 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from producers.simulator.clock import FastClock
-from producers.simulator.scenarios import SCENARIOS
-from streaming.core.state.events import Invalid, parse_event
 from streaming.embedded_broker import create_topic
 from streaming.spark.sinks import REASON_HEADER
 from tests.integration.job_process import (
@@ -41,13 +37,17 @@ from tests.integration.job_process import (
     committed_batches,
     comparable_series,
     events_total,
-    read_topic,
     settled,
 )
+from tests.integration.scenario_workload import (
+    WATERMARK_DELAY_MS,
+    expected_counts,
+    scenario_records,
+)
+from tests.support import read_topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-WATERMARK_DELAY_MS = 30_000  # the job's default --watermark-delay
 MAX_OFFSETS_PER_TRIGGER = 40  # small batches: the stream takes four, the kill lands inside
 
 
@@ -79,28 +79,6 @@ class Outcome:
     series: dict[tuple, float]
     findings: list[bytes]
     dead_letters: list[tuple]
-
-
-def scenario_records() -> tuple[list[tuple[bytes, bytes, int]], set[tuple[str, str]]]:
-    scenarios = [SCENARIOS["broker-crash"](seed=1, with_view=True),
-                 SCENARIOS["client-id-collision"](seed=1), SCENARIOS["multi-topic-skew"](seed=1)]
-    streams = [[(json.loads(value)["ts"], key, value) for key, value in s.run_encoded(FastClock())]
-               for s in scenarios]
-    # Merged by event time, as a real fleet would write them: nothing is late for the watermark.
-    merged = [(key, value, ts) for ts, key, value in heapq.merge(*streams, key=lambda r: r[0])]
-    truth = {(f.kind, f.group) for s in scenarios for f in s.ground_truth()}
-    return merged, truth
-
-
-def expected_counts(values: list[bytes]) -> tuple[Counter, Counter]:
-    events, invalid = Counter(), Counter()
-    for value in values:
-        parsed = parse_event(value)
-        if isinstance(parsed, Invalid):
-            invalid[parsed.reason] += 1
-        else:
-            events[parsed[0].type] += 1
-    return events, invalid
 
 
 @pytest.fixture(scope="module")

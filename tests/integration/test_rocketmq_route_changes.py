@@ -15,7 +15,8 @@ from collections import Counter
 
 import pytest
 
-from tests.integration.test_observe_rocketmq import fresh, group_value, watching
+from tests.integration.rocketmq_watch import fresh, group_value, watching
+from tests.support import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -56,8 +57,7 @@ def follow(monitor, truth: Truth, queues: set, what: str, timeout: float = 300.0
     """Until the real clients hold every queue once and the monitor agrees with all of them;
     checks on the way that the monitor's doubles and orphans were real. The seconds from the
     last real move to the monitor's agreement."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def agreement() -> bool:
         real = truth.sample(queues)
         scrape = monitor.scrape()
         agreed = True
@@ -76,10 +76,11 @@ def follow(monitor, truth: Truth, queues: set, what: str, timeout: float = 300.0
                                        topic=truth.topic) == len(queues)
                        and group_value(scrape, "rebalance_allocation_mismatch_clients", group) == 0
                        and group_value(scrape, "rebalance_holdings_pending_clients", group) == 0)
-        if agreed:
-            return time.monotonic() - truth.last_move()
-        time.sleep(0.25)
-    raise AssertionError(f"{what}: no agreement within {timeout}s; real {truth.sample(queues)}")
+        return agreed
+
+    wait_until(agreement, timeout, f"{what}: agreement", interval=0.25,
+               details=lambda: f"real {truth.sample(queues)}")
+    return time.monotonic() - truth.last_move()
 
 
 def test_a_scale_out_and_a_lost_broker_are_followed_as_the_clients_move(

@@ -18,7 +18,8 @@ from confluent_kafka import Consumer, Producer
 from streaming.embedded_broker import create_topic
 from streaming.kafka_options import parse_kafka_options
 from streaming.spark.source import SourceConfig
-from tests.integration.job_process import SPARK_SUBMIT_ARGS, JobProcess, read_topic
+from tests.integration.job_process import SPARK_SUBMIT_ARGS, JobProcess
+from tests.support import read_topic
 
 pytestmark = pytest.mark.integration
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 
 import pytest
 from confluent_kafka import TopicPartition
@@ -12,6 +11,7 @@ from confluent_kafka import TopicPartition
 from streaming.spark import kafka_client
 from streaming.spark.source import SourceConfig, builtin_kafka_available, read_event_stream
 from streaming.spark.source_embedded import SOURCE_NAME, ReaderOptions
+from tests.support import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -188,23 +188,15 @@ def test_starting_offsets_latest_skips_what_was_there_before(
              .writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "cp"))
              .trigger(processingTime="200 milliseconds").start())
     try:
-        wait_until(lambda: query.lastProgress is not None, "the first trigger")
+        wait_until(lambda: query.lastProgress is not None, 120, "the first trigger")
         produce(topic, [b"new0", b"new1"], partition=0)
         produce(topic, [b"new2"], partition=1)
-        wait_until(lambda: len(sink.rows) >= 3, "the three new records")
+        wait_until(lambda: len(sink.rows) >= 3, 120, "the three new records")
         query.processAllAvailable()
     finally:
         query.stop()
     assert sink.offsets() == [(0, 5), (0, 6), (1, 3)]
     assert sorted(v for *_, v in sink.rows) == [b"new0", b"new1", b"new2"]
-
-
-def wait_until(condition, what: str, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 def test_offsets_that_went_back_fail_the_query_or_are_skipped(
@@ -294,13 +286,13 @@ def test_a_running_query_counts_every_event_produced_while_it_runs(
              .writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "cp"))
              .trigger(processingTime="100 milliseconds").start())
     try:
-        wait_until(lambda: query.lastProgress is not None, "the first trigger")
+        wait_until(lambda: query.lastProgress is not None, 120, "the first trigger")
         for round_number in range(4):  # the last round leaves a partial tail batch
             for partition in range(3):
                 values = [f"r{round_number}p{partition}i{i}".encode() for i in range(3)]
                 produce(topic, values, partition=partition)
         produce(topic, [b"last"], partition=2)
-        wait_until(lambda: len(sink.rows) >= 37, "37 records")
+        wait_until(lambda: len(sink.rows) >= 37, 120, "37 records")
         query.processAllAvailable()
     finally:
         query.stop()

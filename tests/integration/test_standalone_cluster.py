@@ -24,7 +24,8 @@ import pytest
 from streaming.jars import spark_kafka_jars
 from tests.environment import TEST_SOURCE
 from tests.integration.job_process import WALL_CLOCK_SERIES
-from tests.integration.monitor_harness import RunningMonitor, Scrape, produce_events
+from tests.integration.monitor_harness import RunningMonitor, produce_events
+from tests.integration.seed_scenarios import seed_events
 from tests.integration.spark_cluster import (
     StandaloneCluster,
     SubmittedApp,
@@ -32,7 +33,7 @@ from tests.integration.spark_cluster import (
     free_port,
     poll,
 )
-from tests.integration.test_job_seeds import seed_events
+from tests.support import Scrape
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from streaming.core.contract import FindingRecord, GroupMetrics, StepOutput
+from streaming.core.state.codec import decode, encode
 from streaming.core.state.events import parse_event
 from streaming.core.step import StepConfig, step
 
@@ -28,6 +29,15 @@ def group_metrics(group: str = "g", system: str = "rocketmq", **values) -> Group
                 allocation_mismatch_clients=0, rebalances_total=0, queue_moves_total=0,
                 late_events_total=0, client_queues={})
     return GroupMetrics(system=system, group=group, **{**zero, **values})
+
+
+def without_view(blob: bytes | None) -> bytes | None:
+    """The blob with its stored view dropped: a step from it replays the window."""
+    if blob is None:
+        return None
+    stored = decode(blob)
+    stored.view = None
+    return encode(stored)
 
 
 def queues(broker: str, ids) -> list:

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from streaming.core.contract import GroupDetail
 from streaming.core.step import StepConfig, snapshot_of, step
-from tests.unit.state_helpers import T0, Run, hb, parsed, queues, route
-from tests.unit.test_step_properties import CONFIG, _without_view, scenario
+from tests.unit.state_helpers import T0, Run, hb, parsed, queues, route, without_view
+from tests.unit.step_strategies import CONFIG, scenario
 
 pytestmark = pytest.mark.unit
 
@@ -110,7 +110,7 @@ def test_the_last_detail_emitted_is_always_the_groups_detail(case, watermark_shi
         shift = watermark_shifts[index]
         watermark = None if shift is None or not batch else max(e.ts for e, _ in batch) + shift
         fast = step(blob, batch, watermark_ms=watermark, config=CONFIG)
-        full = step(_without_view(blob), batch, watermark_ms=watermark, config=CONFIG)
+        full = step(without_view(blob), batch, watermark_ms=watermark, config=CONFIG)
         if fast.detail is not None:
             last = fast.detail
         if fast.blob is None:

@@ -15,7 +15,7 @@ from streaming.spark.state_function import (
     ROUTED_COLUMNS,
     make_state_function,
 )
-from tests.unit.test_shard_state import SparkKeyState
+from tests.unit.spark_key_state import SparkKeyState
 
 pytestmark = pytest.mark.unit
 

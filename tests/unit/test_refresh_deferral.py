@@ -22,7 +22,7 @@ from streaming.core.state.refresh import unpack_kept
 from streaming.core.state.shard import is_due
 from streaming.core.step import StepConfig, refreshes_of, step
 from tests.unit.state_helpers import T0, hb, parsed, route
-from tests.unit.test_step_properties import CONFIG, kafka_event, rocketmq_event
+from tests.unit.step_strategies import CONFIG, kafka_event, rocketmq_event
 
 pytestmark = [pytest.mark.unit, pytest.mark.slow]
 
@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.unit, pytest.mark.slow]
 @st.composite
 def steady_group(draw, reordered: bool = True):
     """Events of one group in arrival order, most of them refreshes (a client's or a route's
-    last facts again), the rest as test_step_properties draws them; the cuts into batches, each
+    last facts again), the rest as step_strategies draws them; the cuts into batches, each
     batch's watermark (at most the next batch's oldest event, or none) and a final watermark."""
     make = kafka_event if draw(st.integers(0, 3)) == 0 else rocketmq_event
     nominal, raws, last_facts = T0, [], {}

@@ -15,8 +15,6 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pyspark.sql import Row
-from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from streaming.core.advance import advance
 from streaming.core.contract import GroupKey, ShardCounts
@@ -35,12 +33,12 @@ from streaming.spark.state_function import (
     COUNTS,
     DEAD_LETTER,
     ROUTED_COLUMNS,
-    STATE_SCHEMA,
     RefreshCache,
     make_state_function,
 )
+from tests.unit.spark_key_state import SparkKeyState
 from tests.unit.state_helpers import T0
-from tests.unit.test_step_properties import CONFIG, kafka_event, rocketmq_event
+from tests.unit.step_strategies import CONFIG, kafka_event, rocketmq_event
 
 pytestmark = pytest.mark.unit
 
@@ -123,24 +121,6 @@ def fleet_batches(draw):
                             + draw(st.sampled_from([0, 2_000, 10_000])))
         batches.append((records[start:end], watermark))
     return batches
-
-
-class SparkKeyState:
-    """What Spark keeps of one key between batches: the value and the timeout."""
-
-    def __init__(self) -> None:
-        self.value, self.timeout = None, NO_TIMEOUT
-
-    def group_state(self, watermark, timed_out: bool) -> GroupState:
-        return GroupState(
-            Row(*self.value) if self.value is not None else None, 0,
-            watermark if watermark is not None else 0, GroupStateTimeout.EventTimeTimeout,
-            timed_out, True, self.value is not None, False, False, self.timeout, b"",
-            STATE_SCHEMA)
-
-    def keep(self, state: GroupState) -> None:
-        self.value = tuple(state._value) if state.exists else None
-        self.timeout = state._timeout_timestamp if state.exists else NO_TIMEOUT
 
 
 # Kafka timestamps of the records: no event here is stamped ahead of its arrival.

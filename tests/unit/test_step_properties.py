@@ -13,87 +13,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streaming.core import findings as fnd
-from streaming.core.state.codec import decode, encode, render_state
+from streaming.core.state.codec import decode, render_state
 from streaming.core.step import StepConfig, step
-from tests.unit.state_helpers import T0, hb, parsed, route
+from tests.unit.state_helpers import T0, hb, parsed, route, without_view
+from tests.unit.step_strategies import CONFIG, scenario
 
 pytestmark = [pytest.mark.unit, pytest.mark.slow]
-
-CONFIG = StepConfig(session_timeout_ms=1_000, kafka_session_timeout_ms=1_000,
-                    reorder_window_ms=300)
-CLIENTS = ("c1", "c2", "c3", "c4")
-TOPICS = ("T1", "T2")
-
-
-@st.composite
-def rocketmq_event(draw, ts: int) -> dict:
-    kind = draw(st.sampled_from(["heartbeat"] * 6 + ["unregister", "route", "route"]))
-    if kind == "route":
-        brokers = draw(st.dictionaries(st.sampled_from(["a", "b"]), st.integers(0, 5),
-                                       min_size=1))
-        return {"type": "route", "ts": ts, "group": "g", "topic": draw(st.sampled_from(TOPICS)),
-                "brokers": brokers}
-    client = draw(st.sampled_from(CLIENTS))
-    address = draw(st.sampled_from([None, None, "h1:1", "h2:1"]))
-    if kind == "unregister":
-        return {"type": "unregister", "ts": ts, "group": "g", "client_id": client}
-    event = {"type": "heartbeat", "ts": ts, "group": "g", "client_id": client,
-             "topics": draw(st.lists(st.sampled_from(TOPICS), max_size=2, unique=True)),
-             "strategy": draw(st.sampled_from(["AVG", "AVG", "AVG_BY_CIRCLE", "CONSISTENT_HASH"])),
-             "broker": draw(st.sampled_from([None, "a", "b"]))}
-    if address:
-        event["address"] = address
-    if draw(st.integers(0, 4)) == 0:
-        event["view"] = {"queues": {"T1": [["a", q] for q in range(draw(st.integers(0, 4)))]}}
-    if draw(st.integers(0, 5)) == 0:
-        event["owned"] = [["T1", "a", q] for q in draw(st.lists(st.integers(0, 4), max_size=3))]
-    return event
-
-
-@st.composite
-def kafka_event(draw, ts: int) -> dict:
-    client = draw(st.sampled_from(CLIENTS))
-    kind = draw(st.sampled_from(["heartbeat"] * 5 + ["unregister", "route"]))
-    if kind == "route":
-        return {"type": "route", "ts": ts, "group": "g", "system": "kafka",
-                "topic": draw(st.sampled_from(TOPICS)), "partitions": draw(st.integers(0, 6))}
-    if kind == "unregister":
-        return {"type": "unregister", "ts": ts, "group": "g", "system": "kafka",
-                "client_id": client}
-    event = {"type": "heartbeat", "ts": ts, "group": "g", "system": "kafka", "client_id": client,
-             "topics": draw(st.lists(st.sampled_from(TOPICS), min_size=1, max_size=2,
-                                     unique=True)),
-             "strategy": draw(st.sampled_from(["range", "roundrobin", "sticky",
-                                               "cooperative-sticky"])),
-             "generation": draw(st.sampled_from([-1, 1, 2]))}
-    if draw(st.booleans()):
-        event["owned"] = [["T1", p] for p in draw(st.lists(st.integers(0, 5), max_size=3))]
-    if draw(st.integers(0, 2)) == 0:       # a KIP-848 member: the broker's target and epochs
-        epoch = draw(st.integers(1, 3))
-        event.update(group_type="consumer", strategy=draw(st.sampled_from(["uniform", "range"])),
-                     target=[["T1", p] for p in draw(st.lists(st.integers(0, 5), max_size=3))],
-                     member_epoch=epoch - draw(st.integers(0, 1)), group_epoch=epoch,
-                     assignment_epoch=epoch)
-    return event
-
-
-@st.composite
-def scenario(draw, reordered: bool = True):
-    """Events in arrival order: nominal times never go back; each event's ts may lag its nominal
-    time by less than the reorder window (if reordered); some events are delivered twice in a
-    row."""
-    make = kafka_event if draw(st.integers(0, 3)) == 0 else rocketmq_event
-    nominal, raws = T0, []
-    for _ in range(draw(st.integers(1, 40))):
-        nominal += draw(st.sampled_from([0, 0, 5, 50, 200, 700, 1_500]))
-        lag = draw(st.sampled_from([0, 0, 0, 10, 120, 250])) if reordered else 0
-        event = draw(make(nominal - lag))
-        raws.append(event)
-        if draw(st.integers(0, 9)) == 0:
-            raws.append(dict(event))
-    cuts = sorted(draw(st.sets(st.integers(1, max(1, len(raws) - 1)), max_size=6)))
-    final_watermark = draw(st.sampled_from([None, nominal, nominal + 900, nominal + 5_000]))
-    return raws, cuts, final_watermark
 
 
 def _result(out):
@@ -218,14 +143,6 @@ def test_a_watermark_past_two_deadlines_re_runs_after_each():
     assert (one_by_one.metrics.rebalances_total, one_by_one.metrics.queue_moves_total) == (5, 8)
 
 
-def _without_view(blob: bytes | None) -> bytes | None:
-    if blob is None:
-        return None
-    stored = decode(blob)
-    stored.view = None
-    return encode(stored)
-
-
 def _stored_text(blob: bytes | None):
     if blob is None:
         return None
@@ -249,7 +166,7 @@ def test_continuing_from_the_stored_view_equals_the_full_replay(case, watermark_
         shift = watermark_shifts[index]
         watermark = None if shift is None or not batch else max(e.ts for e, _ in batch) + shift
         fast = step(blob, batch, watermark_ms=watermark, config=CONFIG)
-        full = step(_without_view(blob), batch, watermark_ms=watermark, config=CONFIG)
+        full = step(without_view(blob), batch, watermark_ms=watermark, config=CONFIG)
         assert (fast.findings, fast.metrics) == (full.findings, full.metrics)
         assert _stored_text(fast.blob) == _stored_text(full.blob)
         blob = fast.blob
@@ -270,7 +187,7 @@ def test_an_event_behind_the_watermark_driven_now_is_not_put_onto_the_view():
         items = parsed(raws, first_offset=offset)
         offset += len(raws)
         fast = step(blob, items, watermark_ms=watermark, config=CONFIG)
-        full = step(_without_view(blob), items, watermark_ms=watermark, config=CONFIG)
+        full = step(without_view(blob), items, watermark_ms=watermark, config=CONFIG)
         assert (fast.findings, fast.metrics) == (full.findings, full.metrics)
         assert _stored_text(fast.blob) == _stored_text(full.blob)
         blob = fast.blob
@@ -285,7 +202,7 @@ def test_a_changed_session_timeout_replays_instead_of_using_the_stored_view():
     shorter = StepConfig(session_timeout_ms=50, kafka_session_timeout_ms=50, reorder_window_ms=300)
     items = parsed([hb("c2", ["T1"], ts=T0 + 200)], first_offset=2)
     fast = step(first.blob, items, config=shorter)
-    full = step(_without_view(first.blob), items, config=shorter)
+    full = step(without_view(first.blob), items, config=shorter)
     assert (fast.findings, fast.metrics) == (full.findings, full.metrics)
     assert fast.metrics.members == 1      # c1 expired under the new timeout
 

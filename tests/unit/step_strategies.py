@@ -1,0 +1,84 @@
+"""The hypothesis strategies of the step property tests (test_step_properties.py) and of the
+tests built on them (group detail, shard state, refresh deferral), and the config they all step
+with: events of one group ("g") of either system, and whole scenarios cut into batches."""
+
+from hypothesis import strategies as st
+
+from streaming.core.step import StepConfig
+from tests.unit.state_helpers import T0
+
+CONFIG = StepConfig(session_timeout_ms=1_000, kafka_session_timeout_ms=1_000,
+                    reorder_window_ms=300)
+CLIENTS = ("c1", "c2", "c3", "c4")
+TOPICS = ("T1", "T2")
+
+
+@st.composite
+def rocketmq_event(draw, ts: int) -> dict:
+    kind = draw(st.sampled_from(["heartbeat"] * 6 + ["unregister", "route", "route"]))
+    if kind == "route":
+        brokers = draw(st.dictionaries(st.sampled_from(["a", "b"]), st.integers(0, 5),
+                                       min_size=1))
+        return {"type": "route", "ts": ts, "group": "g", "topic": draw(st.sampled_from(TOPICS)),
+                "brokers": brokers}
+    client = draw(st.sampled_from(CLIENTS))
+    address = draw(st.sampled_from([None, None, "h1:1", "h2:1"]))
+    if kind == "unregister":
+        return {"type": "unregister", "ts": ts, "group": "g", "client_id": client}
+    event = {"type": "heartbeat", "ts": ts, "group": "g", "client_id": client,
+             "topics": draw(st.lists(st.sampled_from(TOPICS), max_size=2, unique=True)),
+             "strategy": draw(st.sampled_from(["AVG", "AVG", "AVG_BY_CIRCLE", "CONSISTENT_HASH"])),
+             "broker": draw(st.sampled_from([None, "a", "b"]))}
+    if address:
+        event["address"] = address
+    if draw(st.integers(0, 4)) == 0:
+        event["view"] = {"queues": {"T1": [["a", q] for q in range(draw(st.integers(0, 4)))]}}
+    if draw(st.integers(0, 5)) == 0:
+        event["owned"] = [["T1", "a", q] for q in draw(st.lists(st.integers(0, 4), max_size=3))]
+    return event
+
+
+@st.composite
+def kafka_event(draw, ts: int) -> dict:
+    client = draw(st.sampled_from(CLIENTS))
+    kind = draw(st.sampled_from(["heartbeat"] * 5 + ["unregister", "route"]))
+    if kind == "route":
+        return {"type": "route", "ts": ts, "group": "g", "system": "kafka",
+                "topic": draw(st.sampled_from(TOPICS)), "partitions": draw(st.integers(0, 6))}
+    if kind == "unregister":
+        return {"type": "unregister", "ts": ts, "group": "g", "system": "kafka",
+                "client_id": client}
+    event = {"type": "heartbeat", "ts": ts, "group": "g", "system": "kafka", "client_id": client,
+             "topics": draw(st.lists(st.sampled_from(TOPICS), min_size=1, max_size=2,
+                                     unique=True)),
+             "strategy": draw(st.sampled_from(["range", "roundrobin", "sticky",
+                                               "cooperative-sticky"])),
+             "generation": draw(st.sampled_from([-1, 1, 2]))}
+    if draw(st.booleans()):
+        event["owned"] = [["T1", p] for p in draw(st.lists(st.integers(0, 5), max_size=3))]
+    if draw(st.integers(0, 2)) == 0:       # a KIP-848 member: the broker's target and epochs
+        epoch = draw(st.integers(1, 3))
+        event.update(group_type="consumer", strategy=draw(st.sampled_from(["uniform", "range"])),
+                     target=[["T1", p] for p in draw(st.lists(st.integers(0, 5), max_size=3))],
+                     member_epoch=epoch - draw(st.integers(0, 1)), group_epoch=epoch,
+                     assignment_epoch=epoch)
+    return event
+
+
+@st.composite
+def scenario(draw, reordered: bool = True):
+    """Events in arrival order: nominal times never go back; each event's ts may lag its nominal
+    time by less than the reorder window (if reordered); some events are delivered twice in a
+    row."""
+    make = kafka_event if draw(st.integers(0, 3)) == 0 else rocketmq_event
+    nominal, raws = T0, []
+    for _ in range(draw(st.integers(1, 40))):
+        nominal += draw(st.sampled_from([0, 0, 5, 50, 200, 700, 1_500]))
+        lag = draw(st.sampled_from([0, 0, 0, 10, 120, 250])) if reordered else 0
+        event = draw(make(nominal - lag))
+        raws.append(event)
+        if draw(st.integers(0, 9)) == 0:
+            raws.append(dict(event))
+    cuts = sorted(draw(st.sets(st.integers(1, max(1, len(raws) - 1)), max_size=6)))
+    final_watermark = draw(st.sampled_from([None, nominal, nominal + 900, nominal + 5_000]))
+    return raws, cuts, final_watermark
