@@ -31,15 +31,17 @@ from streaming.core.contract import StepOutput
 from streaming.core.state.events import Event
 from streaming.core.state.refresh import Refreshes, unpack_kept
 from streaming.core.state.shard import NO_TIMEOUT, ShardEntry, is_due
-from streaming.core.step import StepConfig, refreshes_of, step
+from streaming.core.step import StepConfig, refreshes_of, stepped
 
 
 class Advanced(NamedTuple):
-    """The group's entry after the batch (None: the group is gone) and its step's output (None:
-    the batch's events were kept, there is nothing to publish)."""
+    """The group's entry after the batch (None: the group is gone), its step's output (None:
+    the batch's events were kept, there is nothing to publish) and what the new blob's view
+    takes as a refresh (None: no step, or the group is gone)."""
 
     entry: ShardEntry | None
     output: StepOutput | None
+    refreshes: Refreshes | None = None
 
 
 def advance(entry: ShardEntry | None, events: Sequence[tuple[Event, int]],
@@ -57,11 +59,12 @@ def advance(entry: ShardEntry | None, events: Sequence[tuple[Event, int]],
             return Advanced(entry._replace(kept=entry.kept + kept), None)
     waiting = (refreshes_for(entry.blob).events(unpack_kept(entry.kept))
                if entry and entry.kept else [])
-    output = step(entry.blob if entry else None, [*waiting, *events],
-                  watermark_ms=watermark_ms, config=config)
+    output, refreshes = stepped(entry.blob if entry else None, [*waiting, *events],
+                                watermark_ms=watermark_ms, config=config)
     if output.blob is None:
         return Advanced(None, output)
-    return Advanced(ShardEntry(output.blob, timeout_after(output, watermark_ms)), output)
+    return Advanced(ShardEntry(output.blob, timeout_after(output, watermark_ms)), output,
+                    refreshes)
 
 
 def timeout_after(output: StepOutput, watermark_ms: int | None) -> int:

@@ -21,13 +21,30 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
-from streaming.core.state.events import JsonValue, Queue2
-from streaming.core.state.refresh import Refreshes
+# A leaf: nothing of the project's is imported here, so every layer can import it.
 
 # The cluster of events that name none (docs/events.md).
 DEFAULT_CLUSTER = "default"
+
+Queue2 = tuple[str, int]          # (broker, queue_id); Kafka: ("", partition)
+Owned = tuple[str, str, int]      # (topic, broker, queue_id); Kafka: (topic, "", partition)
+# Decoded JSON (a raw event, a strategy's params, a state blob): its shape is checked where it
+# is read, not by the type checker.
+JsonValue = Any
+JsonObject = dict[str, JsonValue]
+
+System = Literal["rocketmq", "kafka"]
+Status = Literal["started", "ended"]
+# The rows the state function gives the driver, by their kind column.
+RowKind = Literal["metrics", "removed", "finding", "dead_letter", "counts", "detail"]
+METRICS: RowKind = "metrics"
+REMOVED: RowKind = "removed"
+FINDING: RowKind = "finding"
+DEAD_LETTER: RowKind = "dead_letter"
+COUNTS: RowKind = "counts"
+DETAIL: RowKind = "detail"
 
 
 class GroupKey(NamedTuple):
@@ -315,8 +332,6 @@ class StepOutput:
     metrics: GroupMetrics | None
     findings: list[FindingRecord]
     next_timeout_ms: int | None
-    # What the new blob's view takes as a refresh (streaming.core.state.refresh); None when gone.
-    refreshes: Refreshes | None = field(default=None, compare=False, repr=False)
     # The group's detail, when something it shows changed in this step (else None: the one
     # emitted last still holds); None when gone.
     detail: GroupDetail | None = None

@@ -22,12 +22,13 @@ from collections.abc import Mapping
 from streaming.core.contract import (
     FindingIdentity,
     GroupDetail,
+    JsonValue,
     MemberDetail,
     MemberRef,
     OpenFinding,
+    Queue2,
     QueueOwners,
 )
-from streaming.core.state.events import JsonValue, Queue2
 from streaming.core.state.group import GroupState, Member
 from streaming.core.state.rerun import consensus_queues
 

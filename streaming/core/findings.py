@@ -25,8 +25,14 @@ from itertools import groupby
 from operator import attrgetter
 from typing import Any, NamedTuple
 
-from streaming.core.contract import FindingIdentity, FindingRecord, GroupKey, GroupMetrics
-from streaming.core.state.events import JsonValue, Queue2
+from streaming.core.contract import (
+    FindingIdentity,
+    FindingRecord,
+    GroupKey,
+    GroupMetrics,
+    JsonValue,
+    Queue2,
+)
 from streaming.core.state.group import GroupState, Member, MemberKey
 from streaming.core.state.rerun import (
     Claims,

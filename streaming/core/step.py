@@ -73,11 +73,12 @@ from streaming.core.contract import (
     GroupDetail,
     GroupKey,
     GroupMetrics,
+    Queue2,
     StepOutput,
 )
 from streaming.core.detail import group_detail
 from streaming.core.state.codec import Stored, StoredBody, decode, decode_body, encode, render_state
-from streaming.core.state.events import Event, Queue2
+from streaming.core.state.events import Event
 from streaming.core.state.group import (
     Change,
     GroupState,
@@ -133,8 +134,23 @@ class Replay:
         return self.findings
 
 
+class Stepped(NamedTuple):
+    """A step's output, and what the new blob's view takes as a refresh (streaming.core.state.
+    refresh; None when the group is gone): the job keeps it beside the blob, so that the next
+    batch's refreshes are judged without decoding the blob."""
+
+    output: StepOutput
+    refreshes: Refreshes | None
+
+
 def step(blob: bytes | None, events: Sequence[tuple[Event, int]], *,
          watermark_ms: int | None = None, config: StepConfig = StepConfig()) -> StepOutput:
+    """`stepped(...)`'s output."""
+    return stepped(blob, events, watermark_ms=watermark_ms, config=config).output
+
+
+def stepped(blob: bytes | None, events: Sequence[tuple[Event, int]], *,
+            watermark_ms: int | None = None, config: StepConfig = StepConfig()) -> Stepped:
     """Decode (None = new group), apply, find, publish the transitions since the last step,
     encode. The full replay of the reorder window (`_replay_window`) is the definition; when
     the events all come after the stored view (`_following`), one of three shorter ways gives
@@ -144,7 +160,7 @@ def step(blob: bytes | None, events: Sequence[tuple[Event, int]], *,
     tests (tests/unit/test_step_properties.py) check each against the full replay."""
     if blob is None:
         if not events:
-            return StepOutput(None, None, [], None)
+            return Stepped(StepOutput(None, None, [], None), None)
         first, _ = min(events, key=_order)
         state = GroupState(first.group, first.system, config.timeout_for(first.system))
         return _replay_window(Stored(state, [], LONG_AGO, {}, LONG_AGO), events, watermark_ms,
@@ -162,7 +178,7 @@ def step(blob: bytes | None, events: Sequence[tuple[Event, int]], *,
 
 def refreshes_of(blob: bytes, config: StepConfig = StepConfig()) -> Refreshes:
     """What the blob's view takes as a refresh (the step that wrote the blob gave the same as
-    `StepOutput.refreshes`). A view kept with another session timeout takes none: a step
+    `Stepped.refreshes`). A view kept with another session timeout takes none: a step
     replays its window instead (`_following`)."""
     body = decode_body(blob)
     view = body.view()
@@ -193,7 +209,7 @@ def _restored_view(blob: bytes) -> Replay:
 
 def _replay_window(stored: Stored[GroupState], events: Sequence[tuple[Event, int]],
                    watermark_ms: int | None, config: StepConfig,
-                   new_group: bool = False) -> StepOutput:
+                   new_group: bool = False) -> Stepped:
     """The full replay, which every other way equals: merge too-late events into the settled
     state, replay the window with the new events (publishing the transitions after the
     published point), cut the new settled state at the new horizon. The detail changed when
@@ -252,7 +268,7 @@ def _following(body: StoredBody, events: Sequence[tuple[Event, int]], watermark_
     return Following(new, horizon, _step_now(clock, watermark_ms, settled_now, body.now))
 
 
-def _onto_view_edge_kept(body: StoredBody, following: Following) -> StepOutput:
+def _onto_view_edge_kept(body: StoredBody, following: Following) -> Stepped:
     """The window's lower edge stays, so the settled state and the stored window stay as they
     are (not even converted) and the new events go onto the view. Equal to the full replay
     because the view is the replay of that same window up to its `now`, and the new events all
@@ -264,7 +280,7 @@ def _onto_view_edge_kept(body: StoredBody, following: Following) -> StepOutput:
     return _conclude(view, body.published(), published, kept)
 
 
-def _onto_view_edge_in_new_events(body: StoredBody, following: Following) -> StepOutput:
+def _onto_view_edge_in_new_events(body: StoredBody, following: Following) -> Stepped:
     """The window's new lower edge lies past the stored window and inside the new events: the
     view goes on through the new events, and the settled state is cut from it at the edge.
     Equal to the full replay because that replay would apply the whole stored window before the
@@ -279,7 +295,7 @@ def _onto_view_edge_in_new_events(body: StoredBody, following: Following) -> Ste
 
 
 def _onto_view_edge_past_window(stored: Stored[GroupState], following: Following,
-                                config: StepConfig) -> StepOutput:
+                                config: StepConfig) -> Stepped:
     """The window's new lower edge lies past some stored events but not into the new ones: only
     stored events leave the window, onto the settled state (they were published through the
     view already, so without publishing); the new events go onto the stored view. Equal to the
@@ -311,7 +327,7 @@ def _publishing(replay: Replay, published: tuple[int, int]) -> Replay:
 
 
 def _conclude(view: Replay, published: Mapping[FindingIdentity, int],
-              published_at: tuple[int, int], kept: Stored[str]) -> StepOutput:
+              published_at: tuple[int, int], kept: Stored[str]) -> Stepped:
     """Findings of the view, the transitions to publish after `published_at`, the new blob
     (`kept` gives its settled state and window), and the group's detail if it changed."""
     state = view.state
@@ -324,7 +340,7 @@ def _conclude(view: Replay, published: Mapping[FindingIdentity, int],
     changes = fnd.publish(published, view.log, open_now, by_identity, key, published_at[0])  # type: ignore[arg-type]
     if not state.members and now > state.clock + state.session_timeout_ms:
         changes += fnd.diff(open_now, {}, {}, key, now)
-        return StepOutput(None, None, changes, None)
+        return Stepped(StepOutput(None, None, changes, None), None)
     reached = max(published_at, (now, -1), *((e.ts, o) for e, o in kept.pending[-1:]))
     kept.published, (kept.now, kept.now_offset) = open_now, reached
     # With no event inside the window, the view is the settled state plus expiry: the next step
@@ -333,8 +349,9 @@ def _conclude(view: Replay, published: Mapping[FindingIdentity, int],
     refreshes = Refreshes(state, kept.now, _last_pending(kept))
     # Spark wakes the group at its next expiry (of a member, a broker's entry, or the group
     # itself), so a group that goes quiet still expires, and its series go, in event time.
-    return StepOutput(encode(kept), fnd.metrics(state, current), changes, next_deadline(state),
-                      refreshes, _detail(view, open_now) if view.changed else None)
+    output = StepOutput(encode(kept), fnd.metrics(state, current), changes,
+                        next_deadline(state), _detail(view, open_now) if view.changed else None)
+    return Stepped(output, refreshes)
 
 
 def _detail(view: Replay, open_now: Mapping[FindingIdentity, int] | None = None) -> GroupDetail:

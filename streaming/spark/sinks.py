@@ -21,12 +21,22 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from streaming.core.contract import FindingRecord, GroupKey, GroupMetrics, ShardCounts
+from streaming.core.contract import (
+    COUNTS,
+    DEAD_LETTER,
+    DETAIL,
+    FINDING,
+    METRICS,
+    REMOVED,
+    FindingRecord,
+    GroupKey,
+    GroupMetrics,
+    ShardCounts,
+)
 from streaming.delivery import Delivery, Outbox, Record
 from streaming.exporter import SnapshotStore
 from streaming.spark.checkpoint_files import TextFile, checkpoint_child
 from streaming.spark.staleness import ClusterLiveness
-from streaming.spark.state_function import COUNTS, DEAD_LETTER, DETAIL, FINDING, METRICS, REMOVED
 
 log = logging.getLogger(__name__)
 

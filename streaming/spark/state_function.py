@@ -22,7 +22,18 @@ from dataclasses import replace
 import pandas as pd
 
 from streaming.core.advance import advance
-from streaming.core.contract import DEFAULT_CLUSTER, GroupKey, ShardCounts, StepOutput
+from streaming.core.contract import (
+    COUNTS,
+    DEAD_LETTER,
+    DEFAULT_CLUSTER,
+    DETAIL,
+    FINDING,
+    METRICS,
+    REMOVED,
+    GroupKey,
+    ShardCounts,
+    StepOutput,
+)
 from streaming.core.state.events import EventParser, Invalid
 from streaming.core.state.refresh import Refreshes
 from streaming.core.state.shard import (
@@ -46,8 +57,6 @@ ROUTED_COLUMNS = ("system", "group", "cluster", "value", "offset", "arrival_ms",
 # repeated heartbeat is fully parsed once per worker.
 _PARSER = EventParser()
 
-METRICS, REMOVED, FINDING, DEAD_LETTER, COUNTS = "metrics", "removed", "finding", "dead_letter", "counts"
-DETAIL = "detail"
 
 # Groups whose refreshes a Python worker remembers: about 24 KB each for a group of 10 clients
 # (docs/deploy.md, Sizing). A group beyond it is decoded again when its events come.
@@ -183,7 +192,7 @@ def _advance(key: GroupKey, entries: dict, events: list, watermark: int | None,
     output = advanced.output
     if output is None:
         return []
-    _REFRESHES.remember(key, output.blob, output.refreshes)
+    _REFRESHES.remember(key, output.blob, advanced.refreshes)
     return _step_rows(key, output)
 
 

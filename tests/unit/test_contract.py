@@ -98,3 +98,17 @@ def test_the_next_timeout_is_the_groups_own_systems_expiry():
     out = step(None, parsed([route("T", partitions=2, **kafka),
                              hb("m1", ["T"], strategy="range", **kafka)]))
     assert out.next_timeout_ms - out.metrics.event_time_ms == 45_001
+
+
+def test_the_contract_is_a_leaf():
+    """contract.py imports nothing of the project's, so every layer may import it."""
+    import ast
+    from pathlib import Path
+
+    import streaming.core.contract as contract
+
+    tree = ast.parse(Path(contract.__file__).read_text())
+    imported = [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+    imported += [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                 for alias in node.names]
+    assert [name for name in imported if name.split(".")[0] in ("streaming", "producers")] == []

@@ -23,16 +23,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Generic, TypeVar
 
-from streaming.core.contract import FindingIdentity
-from streaming.core.state.events import (
-    BrokerAnswers,
-    Event,
-    GroupProtocol,
-    JsonObject,
-    JsonValue,
-    Owned,
-    Queue2,
-)
+from streaming.core.contract import FindingIdentity, JsonObject, JsonValue, Owned, Queue2
+from streaming.core.state.events import BrokerAnswers, Event, GroupProtocol
 from streaming.core.state.group import GroupState, Member, MemberKey
 
 # 2: state keyed by (system, group); the per-group event and ignored-event counts are gone.

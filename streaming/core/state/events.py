@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, overload
 
+from streaming.core.contract import JsonValue, Owned, Queue2
+
 MAX_EVENT_BYTES = 1024 * 1024
 MIN_TS_MS = 946_684_800_000      # 2000-01-01T00:00:00Z
 MAX_TS_MS = 4_102_444_800_000    # 2100-01-01T00:00:00Z (excluded)
@@ -45,16 +47,10 @@ KAFKA_GROUP_TYPES = ("classic", "consumer", "share")
 BROKER_ASSIGNED = ("consumer", "share")
 MAX_EPOCH = 2**31 - 1
 
-Queue2 = tuple[str, int]          # (broker, queue_id); Kafka: ("", partition)
-Owned = tuple[str, str, int]      # (topic, broker, queue_id); Kafka: (topic, "", partition)
 # RocketMQ clientRebalance=false: what each broker answers the client's QUERY_ASSIGNMENT, per
 # topic, sorted: ((broker, ((topic, queues or None: no answer), ...)), ...).
 BrokerAnswer = tuple[str, tuple[tuple[str, tuple[Queue2, ...] | None], ...]]
 BrokerAnswers = tuple[BrokerAnswer, ...]
-# Decoded JSON (a raw event, a strategy's params, a state blob): its shape is checked where it
-# is read, not by the type checker.
-JsonValue = Any
-JsonObject = dict[str, JsonValue]
 
 
 @dataclass(frozen=True)

@@ -23,14 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
-from streaming.core.state.events import (
-    BrokerAnswers,
-    Event,
-    GroupProtocol,
-    JsonValue,
-    Owned,
-    Queue2,
-)
+from streaming.core.contract import JsonValue, Owned, Queue2
+from streaming.core.state.events import BrokerAnswers, Event, GroupProtocol
 
 if TYPE_CHECKING:
     from streaming.core.contract import FindingIdentity  # contract imports this module

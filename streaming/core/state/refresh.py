@@ -18,12 +18,11 @@ What makes an event a refresh here, and why each condition:
   or after every member's last heartbeat, every route's time and every tombstone).
 
     >>> from streaming.core.state.events import parse_event
-    >>> from streaming.core.step import step
+    >>> from streaming.core.step import stepped
     >>> def hb(ts, topics=("T",)):
     ...     return parse_event({"type": "heartbeat", "ts": ts, "group": "g", "client_id": "c1",
     ...                         "topics": list(topics), "strategy": "AVG", "broker": "b"})[0]
-    >>> out = step(None, [(hb(1_700_000_000_000), 0)])
-    >>> refreshes = out.refreshes
+    >>> _, refreshes = stepped(None, [(hb(1_700_000_000_000), 0)])
     >>> kept = refreshes.keep(hb(1_700_000_030_000), 1)
     >>> kept, refreshes.keep(hb(1_700_000_030_000, topics=("T", "U")), 2)   # source 0: no broker
     (Kept(source=1, ts=1700000030000, offset=1), None)

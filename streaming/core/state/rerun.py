@@ -18,7 +18,7 @@ from typing import Final, Literal
 
 from streaming.core.allocation.group import InvalidAllocationInput, allocate_group
 from streaming.core.allocation.rocketmq_go import chosen_strategy
-from streaming.core.state.events import JsonValue, Queue2
+from streaming.core.contract import JsonValue, Queue2
 from streaming.core.state.group import GroupState, Member, MemberKey
 
 Claims = dict[MemberKey, dict[str, tuple[Queue2, ...]]]
