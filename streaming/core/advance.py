@@ -30,8 +30,9 @@ from typing import NamedTuple
 from streaming.core.contract import StepOutput
 from streaming.core.state.events import Event
 from streaming.core.state.refresh import Refreshes, unpack_kept
-from streaming.core.state.shard import NO_TIMEOUT, ShardEntry, is_due
+from streaming.core.state.shard import ShardEntry, is_due
 from streaming.core.step import StepConfig, refreshes_of, stepped
+from streaming.core.times import NO_TIMEOUT
 
 
 class Advanced(NamedTuple):

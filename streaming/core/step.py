@@ -89,16 +89,10 @@ from streaming.core.state.group import (
 )
 from streaming.core.state.refresh import Refreshes
 from streaming.core.state.rerun import Claims, claims_of, rerun
+from streaming.core.times import LONG_AGO, START, Cursor
 
-LONG_AGO = -(2**62)
-
-# The times a step deals in, all event time in ms:
-#   clock          a state's newest event time;
-#   state.now      the time up to which a state's sessions have been expired;
-#   now            the time this step runs to: max(clock, watermark, every `now` stored), computed
-#                  once per step by `_step_now` and passed down;
-#   horizon        the reorder window's lower edge: the settled state is the group at it;
-#   published      (time, offset) up to which finding transitions have been published.
+# The times a step deals in (ts, clock, state.now, the step's now, the watermark, the horizon,
+# the published cursor) are each described once, in streaming.core.times.
 
 
 @dataclass(frozen=True)
@@ -120,12 +114,12 @@ class Replay:
 
     __slots__ = ("state", "claims", "findings", "log", "published", "changed")
 
-    def __init__(self, state: GroupState, published: tuple[int, int] | None = None) -> None:
+    def __init__(self, state: GroupState, published: Cursor | None = None) -> None:
         self.state = state
         self.claims = claims_of(state)
         self.findings: fnd.GroupFindings | None = None
         self.log: list[fnd.Transition] | None = None if published is None else []
-        self.published = published if published is not None else (LONG_AGO, -1)
+        self.published = published if published is not None else START
         self.changed = False
 
     def current_findings(self) -> fnd.GroupFindings:
@@ -219,7 +213,7 @@ def _replay_window(stored: Stored[GroupState], events: Sequence[tuple[Event, int
     timeout = config.timeout_for(stored.settled.system)
     retimed = stored.settled.session_timeout_ms != timeout
     stored.settled.session_timeout_ms = timeout
-    published = (stored.now, stored.now_offset)
+    published = Cursor(stored.now, stored.now_offset)
     settled = Replay(stored.settled)
     for event, offset in sorted((item for item in events if item[0].ts < stored.horizon),
                                 key=_order):
@@ -238,7 +232,8 @@ def _replay_window(stored: Stored[GroupState], events: Sequence[tuple[Event, int
     pending = _settle(view, window, horizon)
     settled_text = render_state(view.state)  # rendered now: the replay below goes on with it
     _replay(view, pending, now)
-    return _conclude(view, stored.published, published, Stored(settled_text, pending, horizon, {}, 0))
+    return _conclude(view, stored.open_findings, published,
+                     Stored(settled_text, pending, horizon, {}, 0))
 
 
 class Following(NamedTuple):
@@ -273,11 +268,11 @@ def _onto_view_edge_kept(body: StoredBody, following: Following) -> Stepped:
     are (not even converted) and the new events go onto the view. Equal to the full replay
     because the view is the replay of that same window up to its `now`, and the new events all
     come after both (`_following`)."""
-    published = (body.now, body.now_offset)
+    published = Cursor(body.now, body.now_offset)
     view = _onto_view(body.view(), following, published)  # type: ignore[arg-type]  # _following: a view
     kept = Stored(body.settled_text(), following.events, following.horizon, {}, 0,
                   pending_raw=body.pending_raw())
-    return _conclude(view, body.published(), published, kept)
+    return _conclude(view, body.open_findings(), published, kept)
 
 
 def _onto_view_edge_in_new_events(body: StoredBody, following: Following) -> Stepped:
@@ -285,12 +280,12 @@ def _onto_view_edge_in_new_events(body: StoredBody, following: Following) -> Ste
     view goes on through the new events, and the settled state is cut from it at the edge.
     Equal to the full replay because that replay would apply the whole stored window before the
     edge too, re-run for re-run what the view already is."""
-    published = (body.now, body.now_offset)
+    published = Cursor(body.now, body.now_offset)
     view = _publishing(Replay(body.view()), published)  # type: ignore[arg-type]  # _following: a view
     pending = _settle(view, following.events, following.horizon)
     settled_text = render_state(view.state)
     _replay(view, pending, following.now)
-    return _conclude(view, body.published(), published,
+    return _conclude(view, body.open_findings(), published,
                      Stored(settled_text, pending, following.horizon, {}, 0))
 
 
@@ -302,17 +297,17 @@ def _onto_view_edge_past_window(stored: Stored[GroupState], following: Following
     full replay because the settled state and the view each see the same events in the same
     order as that replay's two parts."""
     stored.settled.session_timeout_ms = config.timeout_for(stored.settled.system)
-    published = (stored.now, stored.now_offset)
+    published = Cursor(stored.now, stored.now_offset)
     settled = Replay(stored.settled)
     pending = _settle(settled, stored.pending, following.horizon)
     view = _onto_view(stored.view, following, published)  # type: ignore[arg-type]  # _following: a view
     kept = Stored(render_state(settled.state), [*pending, *following.events], following.horizon,
                   {}, 0)
-    return _conclude(view, stored.published, published, kept)
+    return _conclude(view, stored.open_findings, published, kept)
 
 
 def _onto_view(view_state: GroupState, following: Following,
-               published: tuple[int, int]) -> Replay:
+               published: Cursor) -> Replay:
     """Apply events that all come after the view, publishing the transitions after
     `published`."""
     view = _publishing(Replay(view_state), published)
@@ -320,14 +315,14 @@ def _onto_view(view_state: GroupState, following: Following,
     return _replay(view, following.events, following.now)
 
 
-def _publishing(replay: Replay, published: tuple[int, int]) -> Replay:
+def _publishing(replay: Replay, published: Cursor) -> Replay:
     """From here on, log the finding transitions after `published`."""
     replay.log, replay.published = [], published
     return replay
 
 
-def _conclude(view: Replay, published: Mapping[FindingIdentity, int],
-              published_at: tuple[int, int], kept: Stored[str]) -> Stepped:
+def _conclude(view: Replay, open_findings: Mapping[FindingIdentity, int],
+              published_at: Cursor, kept: Stored[str]) -> Stepped:
     """Findings of the view, the transitions to publish after `published_at`, the new blob
     (`kept` gives its settled state and window), and the group's detail if it changed."""
     state = view.state
@@ -337,12 +332,12 @@ def _conclude(view: Replay, published: Mapping[FindingIdentity, int],
     by_identity = {f.identity: f for f in current.findings}
     key = GroupKey(state.system, state.group)
     # Every view concluded here is publishing (_publishing): its log is a list.
-    changes = fnd.publish(published, view.log, open_now, by_identity, key, published_at[0])  # type: ignore[arg-type]
+    changes = fnd.publish(open_findings, view.log, open_now, by_identity, key, published_at[0])  # type: ignore[arg-type]
     if not state.members and now > state.clock + state.session_timeout_ms:
         changes += fnd.diff(open_now, {}, {}, key, now)
         return Stepped(StepOutput(None, None, changes, None), None)
     reached = max(published_at, (now, -1), *((e.ts, o) for e, o in kept.pending[-1:]))
-    kept.published, (kept.now, kept.now_offset) = open_now, reached
+    kept.open_findings, (kept.now, kept.now_offset) = open_now, reached
     # With no event inside the window, the view is the settled state plus expiry: the next step
     # gets it as cheaply by replaying nothing, so it is not stored twice.
     kept.view = state if kept.pending or kept.pending_raw else None
@@ -362,18 +357,19 @@ def _detail(view: Replay, open_now: Mapping[FindingIdentity, int] | None = None)
     return group_detail(state, open_now, {f.identity: f.detail for f in current.findings})
 
 
-def _last_pending(stored: Stored[str]) -> tuple[int, int] | None:
+def _last_pending(stored: Stored[str]) -> Cursor | None:
     """(ts, offset) of the window's last event, as the blob will store it."""
     if stored.pending:
         event, offset = stored.pending[-1]
-        return event.ts, offset
+        return Cursor(event.ts, offset)
     if stored.pending_raw:
         offset, event = stored.pending_raw[-1]
-        return event["ts"], offset
+        return Cursor(event["ts"], offset)
     return None
 
 
 def _order(item: tuple[Event, int]) -> tuple[int, int]:
+    """The event's place in the (ts, offset) order; a plain tuple: it is a sort key."""
     return (item[0].ts, item[1])
 
 

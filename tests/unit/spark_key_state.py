@@ -4,7 +4,7 @@ call the state function as Spark calls it (shard state, record accounting)."""
 from pyspark.sql import Row
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
-from streaming.core.state.shard import NO_TIMEOUT
+from streaming.core.times import NO_TIMEOUT
 from streaming.spark.state_function import STATE_SCHEMA
 
 

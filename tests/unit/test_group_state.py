@@ -97,8 +97,8 @@ def test_codec_round_trip_and_version():
     stored = decode(run.blob)
     again = decode(encode(stored))
     assert again.settled == stored.settled
-    assert (again.pending, again.horizon, again.published, again.now) == (
-        stored.pending, stored.horizon, stored.published, stored.now)
+    assert (again.pending, again.horizon, again.open_findings, again.now) == (
+        stored.pending, stored.horizon, stored.open_findings, stored.now)
     assert run.blob[0] == 2
     assert len(run.blob) < 600
     with pytest.raises(CodecError, match="unknown state version 1"):

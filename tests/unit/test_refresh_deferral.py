@@ -92,7 +92,7 @@ def _keeping(batches, on_kept=None):
 
 
 def _final(out):
-    published = None if out.blob is None else decode(out.blob).published
+    published = None if out.blob is None else decode(out.blob).open_findings
     return published, out.metrics
 
 

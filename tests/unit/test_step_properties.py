@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.unit, pytest.mark.slow]
 def _result(out):
     if out.blob is None:
         return None, out.metrics
-    return decode(out.blob).published, out.metrics
+    return decode(out.blob).open_findings, out.metrics
 
 
 def _run(items, cuts, final_watermark, watermarks):
@@ -126,7 +126,7 @@ def test_reordered_events_publish_a_consistent_stream(case):
             else:
                 assert open_.pop(key, None) == rec.since, rec
                 assert rec.since <= rec.at, rec
-    assert open_ == ({} if blob is None else decode(blob).published)
+    assert open_ == ({} if blob is None else decode(blob).open_findings)
 
 
 def test_a_watermark_past_two_deadlines_re_runs_after_each():
@@ -147,7 +147,7 @@ def _stored_text(blob: bytes | None):
     if blob is None:
         return None
     stored = decode(blob)
-    return (render_state(stored.settled), stored.pending, stored.horizon, stored.published,
+    return (render_state(stored.settled), stored.pending, stored.horizon, stored.open_findings,
             stored.now, stored.now_offset,
             None if stored.view is None else render_state(stored.view))
 

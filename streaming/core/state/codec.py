@@ -26,10 +26,10 @@ from typing import Any, Generic, TypeVar
 from streaming.core.contract import FindingIdentity, JsonObject, JsonValue, Owned, Queue2
 from streaming.core.state.events import BrokerAnswers, Event, GroupProtocol
 from streaming.core.state.group import GroupState, Member, MemberKey
+from streaming.core.times import ALL_PUBLISHED, UNKNOWN_DEADLINE
 
 # 2: state keyed by (system, group); the per-group event and ignored-event counts are gone.
 VERSION = 2
-_ALL_PUBLISHED = 2**62      # a blob from before "o": everything at its `now` was published
 
 # A queue list in the blob: broker -> its queue ids, a run of them as [first, last].
 QueueRuns = dict[str, list[int | list[int]]]
@@ -51,7 +51,7 @@ class Stored(Generic[_Settled]):
     settled: _Settled                # str: already rendered by render_state
     pending: list[tuple[Event, int]]
     horizon: int
-    published: dict[FindingIdentity, int]
+    open_findings: dict[FindingIdentity, int]   # as last published: identity -> since
     now: int
     now_offset: int = -1
     # The state after `pending`, expired up to `now` (what the last step showed); None in blobs
@@ -70,7 +70,7 @@ def encode(stored: Stored[GroupState] | Stored[str]) -> bytes:
     settled = stored.settled
     pending = [*stored.pending_raw, *([o, _event_out(e)] for e, o in stored.pending)]
     rest = {"p": pending, "h": stored.horizon,
-            "n": stored.now, "o": stored.now_offset, "f": _since_out(stored.published)}
+            "n": stored.now, "o": stored.now_offset, "f": _since_out(stored.open_findings)}
     state_text = settled if isinstance(settled, str) else render_state(settled)
     text = '{"s":' + state_text + "," + _dumps(rest)[1:]
     if stored.view is not None:
@@ -94,7 +94,7 @@ def decode_body(blob: bytes) -> StoredBody:
         raise CodecError(f"unknown state version {blob[0]}; this build reads version {VERSION}")
     try:
         body = json.loads(zlib.decompress(blob[1:]).decode("utf-8", "surrogatepass"))
-        return StoredBody(body, body["h"], body["n"], body.get("o", _ALL_PUBLISHED))
+        return StoredBody(body, body["h"], body["n"], body.get("o", ALL_PUBLISHED))
     except (zlib.error, ValueError, KeyError, TypeError, IndexError) as error:
         raise CodecError(f"corrupt state blob (version {VERSION}): {error}") from error
 
@@ -110,12 +110,12 @@ class StoredBody:
         body = self.body
         return _converted(lambda: Stored(
             _state_in(body["s"]), [(_event_in(e), o) for o, e in body["p"]], self.horizon,
-            self.published(), self.now, self.now_offset, self.view() if with_view else None))
+            self.open_findings(), self.now, self.now_offset, self.view() if with_view else None))
 
     def view(self) -> GroupState | None:
         return _converted(lambda: _state_in(self.body["w"]) if "w" in self.body else None)
 
-    def published(self) -> dict[FindingIdentity, int]:
+    def open_findings(self) -> dict[FindingIdentity, int]:
         return _converted(lambda: _since_in(self.body["f"]))
 
     def system(self) -> str:
@@ -273,7 +273,7 @@ def _state_in(data: JsonObject) -> GroupState:
         members[int(index)].owned_ts = owned_ts
     for index, answers in data.get("ba", {}).items():
         members[int(index)].broker_assignments = broker_answers_in(answers)
-    state.deadline_bound = -1            # unknown after a decode: the next expiry scan sets it
+    state.deadline_bound = UNKNOWN_DEADLINE   # the next expiry scan sets it
     return state
 
 

@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from streaming.core.contract import JsonValue, Owned, Queue2
 from streaming.core.state.events import BrokerAnswers, Event, GroupProtocol
+from streaming.core.times import NEVER
 
 if TYPE_CHECKING:
     from streaming.core.contract import FindingIdentity  # contract imports this module
     from streaming.core.state.events import HeartbeatEvent, RouteEvent, UnregisterEvent
 
 MemberKey = tuple[str, str]         # (client_id, address or "")
-NEVER = 2**62
 
 
 @dataclass

@@ -27,12 +27,12 @@ from typing import NamedTuple
 
 from streaming.core.contract import DEFAULT_CLUSTER, GroupKey
 from streaming.core.state.refresh import KEPT_RECORD
+from streaming.core.times import NO_TIMEOUT
 
 # 1: entries without kept refreshes (read as having none); 2: with them; 3: with the group's
 # cluster (1 and 2 are read as the default cluster).
 SHARD_VERSION = 3
 READABLE_VERSIONS = (1, 2, 3)
-NO_TIMEOUT = -1   # Spark's GroupState.NO_TIMESTAMP: the group is never woken by time alone
 
 # Per entry: the lengths of system, group and blob, then the timeout (event time, ms).
 # 32-bit lengths: a group's name is bounded only by --max-event-bytes, and a name over 64 KiB
