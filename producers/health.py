@@ -292,7 +292,7 @@ def poll_until_stopped(poll_once: Callable[[], object], health: PollHealth, inte
         if outbox is not None:
             count_unflushed(outbox.stats, topic, outbox.close(close_timeout_s))
     if once and outbox is not None:
-        ok = ok and not outbox.stats.snapshot()["undelivered"]
+        ok = ok and not outbox.stats.snapshot().undelivered
     return 0 if ok or not once else 1
 
 

@@ -97,6 +97,16 @@ class Delivery:
         self._settled.set()
 
 
+@dataclass(frozen=True)
+class DeliveryCounts:
+    """What DeliveryStats has counted, at one moment: plain dicts, the caller's to keep."""
+
+    errors: dict[tuple[str, str], int]        # (topic, cause) -> failed attempts
+    undelivered: dict[tuple[str, str], int]   # (topic, cause) -> records given up on
+    truncated: dict[str, int]                 # topic -> records sent cut to fit
+    delivered: dict[str, int]                 # topic -> records the broker acknowledged
+
+
 @dataclass
 class DeliveryStats:
     """Thread-safe counters by (topic, cause), read by a metrics collector."""
@@ -112,10 +122,10 @@ class DeliveryStats:
         with self._lock:
             getattr(self, counter)[key] += 1
 
-    def snapshot(self) -> dict[str, dict]:
+    def snapshot(self) -> DeliveryCounts:
         with self._lock:
-            return {name: dict(getattr(self, name))
-                    for name in ("errors", "undelivered", "truncated", "delivered")}
+            return DeliveryCounts(dict(self.errors), dict(self.undelivered), dict(self.truncated),
+                                  dict(self.delivered))
 
     def note_state(self, topic: str, cause: str | None) -> None:
         """Log a topic's delivery state when it changes, not on every record."""

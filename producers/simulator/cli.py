@@ -217,7 +217,7 @@ class EventProducer:
             if time.monotonic() >= deadline:
                 break
         count_unflushed(self.stats, self.topic, _outstanding(self.producer) + len(self._retry))
-        return sum(self.stats.snapshot()["undelivered"].values())
+        return sum(self.stats.snapshot().undelivered.values())
 
     def _serve(self) -> None:
         while not self._stopping.is_set():
@@ -367,7 +367,7 @@ def _main(args: argparse.Namespace) -> int:
             signal.signal(signal.SIGTERM, previous)
         failed = sender.close()
         elapsed = time.monotonic() - started
-        errors = stats.snapshot()["errors"]
+        errors = stats.snapshot().errors
         causes = ", ".join(f"{cause} {n}" for (_, cause), n in sorted(errors.items()))
         print(f"simulate: {scenario.name}: {count} events to {args.topic} in {elapsed:.2f} s "
               f"({count / max(elapsed, 1e-9):,.0f}/s), {failed} failed"

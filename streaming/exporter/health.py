@@ -49,16 +49,16 @@ class DeliveryCollector(Collector):
         yield _by_topic_and_cause(
             "rebalance_monitor_produce_errors",
             "Failed produce attempts, by topic and cause (a retried record counts each time).",
-            counts["errors"])
+            counts.errors)
         yield _by_topic_and_cause(
             "rebalance_monitor_undelivered_records",
             "Records given up on, by topic and cause: they are not in the topic (each is logged).",
-            counts["undelivered"])
+            counts.undelivered)
         truncated = CounterMetricFamily(
             "rebalance_monitor_truncated_records",
             "Records cut to fit the topic's size limit (original size and SHA-256 in headers).",
             labels=["topic"])
-        for topic, count in sorted(counts["truncated"].items()):
+        for topic, count in sorted(counts.truncated.items()):
             truncated.add_metric([topic], float(count))
         yield truncated
 

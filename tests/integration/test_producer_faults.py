@@ -186,12 +186,12 @@ def test_the_reporter_never_blocks_nor_raises_into_the_consumer_through_a_pause(
     after = reporter.stats.snapshot()
 
     assert slowest < 0.5
-    assert during["errors"].get((topic, "msg_timed_out"), 0) > 0, during
+    assert during.errors.get((topic, "msg_timed_out"), 0) > 0, during
     # Nothing lost silently: every heartbeat is delivered or counted as given up on.
-    delivered = after["delivered"].get(topic, 0)
-    undelivered = sum(after["undelivered"].values())
+    delivered = after.delivered.get(topic, 0)
+    undelivered = sum(after.undelivered.values())
     assert delivered + undelivered == sent, after
-    assert set(after["undelivered"]) <= {(topic, "msg_timed_out")}, after
+    assert set(after.undelivered) <= {(topic, "msg_timed_out")}, after
     values = read_values(bootstrap, topic, lambda v: len(v) >= delivered)
     # A retried heartbeat may land after the unregister: its older ts never undoes it
     # (docs/events.md, "Ordering").

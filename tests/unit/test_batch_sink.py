@@ -116,7 +116,7 @@ def test_a_dead_letter_the_topic_refuses_is_counted_and_the_batch_completes(tmp_
     sink, store, sent = make_sink(tmp_path, refusing)
     sink.apply_rows(batch(), batch_id=0)
     assert [t for t, _, _, _ in sent] == ["findings"]
-    assert sink._outbox.stats.snapshot()["undelivered"] == {("dlq", "topic_authorization_failed"): 1}
+    assert sink._outbox.stats.snapshot().undelivered == {("dlq", "topic_authorization_failed"): 1}
     counters = JobCounters.load(LocalTextFile(tmp_path / "counters.json"))
     assert counters.batch_id == 0 and counters.invalid["not_json"] == 1
 

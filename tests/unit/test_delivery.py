@@ -27,7 +27,7 @@ def test_a_delivered_record_is_counted_and_settled():
     sent = box.send(Record("t", b"v", b"k"))
     assert box.wait([sent], timeout_s=1) == 0
     assert sent.delivered
-    assert box.stats.snapshot()["delivered"] == {"t": 1}
+    assert box.stats.snapshot().delivered == {"t": 1}
 
 
 def test_a_dead_letter_over_the_clients_limit_is_cut_to_fit_with_its_size_and_digest():
@@ -45,7 +45,7 @@ def test_a_dead_letter_over_the_clients_limit_is_cut_to_fit_with_its_size_and_di
     assert headers[ORIGINAL_BYTES_HEADER] == b"1100000"
     assert headers[ORIGINAL_SHA256_HEADER] == hashlib.sha256(original).hexdigest().encode()
     assert headers[TRUNCATED_HEADER] == b"true"
-    assert box.stats.snapshot()["truncated"] == {"dlq": 1}
+    assert box.stats.snapshot().truncated == {"dlq": 1}
 
 
 def test_a_topic_limit_below_the_clients_halves_the_cut_until_the_broker_takes_it():
@@ -62,8 +62,8 @@ def test_a_topic_limit_below_the_clients_halves_the_cut_until_the_broker_takes_i
     assert len(message.value()) <= 100_000
     assert dict(message.headers())[ORIGINAL_BYTES_HEADER] == b"900000"
     stats = box.stats.snapshot()
-    assert stats["errors"][("dlq", "msg_size_too_large")] >= 1
-    assert stats["undelivered"] == {}
+    assert stats.errors[("dlq", "msg_size_too_large")] >= 1
+    assert stats.undelivered == {}
 
 
 def test_a_finding_too_large_is_not_cut_but_counted_as_undelivered():
@@ -71,7 +71,7 @@ def test_a_finding_too_large_is_not_cut_but_counted_as_undelivered():
     sent = box.send(Record("findings", b"z" * 100))
     box.wait([sent], timeout_s=1)
     assert sent.settled and not sent.delivered and sent.cause == "msg_size_too_large"
-    assert box.stats.snapshot()["undelivered"] == {("findings", "msg_size_too_large"): 1}
+    assert box.stats.snapshot().undelivered == {("findings", "msg_size_too_large"): 1}
 
 
 def test_a_refused_record_is_counted_once_and_not_retried():
@@ -80,7 +80,7 @@ def test_a_refused_record_is_counted_once_and_not_retried():
     sent = box.send(Record("dlq", b"v"))
     box.wait([sent], timeout_s=1)
     assert len(producer.attempts) == 1
-    assert box.stats.snapshot()["undelivered"] == {("dlq", "invalid_record"): 1}
+    assert box.stats.snapshot().undelivered == {("dlq", "invalid_record"): 1}
 
 
 def test_a_timed_out_record_is_retried_up_to_the_policy_then_counted():
@@ -90,8 +90,8 @@ def test_a_timed_out_record_is_retried_up_to_the_policy_then_counted():
     box.wait([sent], timeout_s=1)
     assert len(producer.attempts) == 3
     stats = box.stats.snapshot()
-    assert stats["errors"] == {("findings", "msg_timed_out"): 3}
-    assert stats["undelivered"] == {("findings", "msg_timed_out"): 1}
+    assert stats.errors == {("findings", "msg_timed_out"): 3}
+    assert stats.undelivered == {("findings", "msg_timed_out"): 1}
 
 
 def test_a_retry_that_succeeds_loses_nothing():
@@ -100,7 +100,7 @@ def test_a_retry_that_succeeds_loses_nothing():
     box = outbox(producer)
     sent = box.send(Record("findings", b"v"))
     box.wait([sent], timeout_s=1)
-    assert sent.delivered and box.stats.snapshot()["undelivered"] == {}
+    assert sent.delivered and box.stats.snapshot().undelivered == {}
 
 
 def test_a_full_queue_does_not_raise_out_of_send():

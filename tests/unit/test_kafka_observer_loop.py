@@ -135,7 +135,7 @@ def test_a_topic_that_refuses_the_events_does_not_stop_the_loop():
     outbox = Outbox(producer, DeliveryStats()).start()
     assert kafka_observer.run(args(), observer, outbox) == 0
     assert observer.health.events == 4  # both polls ran
-    assert outbox.stats.snapshot()["undelivered"] == {
+    assert outbox.stats.snapshot().undelivered == {
         ("events", "topic_authorization_failed"): 4}
 
 

@@ -47,8 +47,8 @@ def test_a_refusing_topic_is_counted_and_logged_once_then_its_recovery(caplog):
     refusing[0] = False
     reporter.heartbeat()
     snapshot = reporter.stats.snapshot()
-    assert snapshot["undelivered"] == {(TOPIC, "topic_authorization_failed"): 5}
-    assert snapshot["delivered"] == {TOPIC: 1}
+    assert snapshot.undelivered == {(TOPIC, "topic_authorization_failed"): 5}
+    assert snapshot.delivered == {TOPIC: 1}
     assert fault_logs(caplog) == [
         f"delivery to {TOPIC} failing: topic_authorization_failed",
         f"delivery to {TOPIC} recovered (was failing: topic_authorization_failed)"]
@@ -63,7 +63,7 @@ def test_a_full_queue_does_not_block_or_raise_into_the_callbacks():
     hooks["on_revoke"](None, [tp("A", 1)])
     assert time.monotonic() - started < 2  # a few short backoffs, not a wait for the broker
     assert reporter.owned == {("A", 0)}
-    assert reporter.stats.snapshot()["undelivered"] == {(TOPIC, "queue_full"): 2}
+    assert reporter.stats.snapshot().undelivered == {(TOPIC, "queue_full"): 2}
 
 
 def test_a_producer_that_raises_anything_is_counted_not_raised(caplog):
@@ -77,7 +77,7 @@ def test_a_producer_that_raises_anything_is_counted_not_raised(caplog):
     reporter.heartbeat()
     reporter.heartbeat()
     reporter.close(timeout_s=0.1)
-    assert reporter.stats.snapshot()["undelivered"] == {(TOPIC, "RuntimeError"): 3}
+    assert reporter.stats.snapshot().undelivered == {(TOPIC, "RuntimeError"): 3}
     assert fault_logs(caplog) == [
         "rebalance reporter of group orders failing: RuntimeError (Producer has been closed)"]
 
@@ -88,7 +88,7 @@ def test_a_consumer_that_fails_to_say_its_member_id_is_counted_not_raised():
 
     reporter = reporter_with(LockedFakeProducer())
     reporter.hooks(SimpleNamespace(memberid=memberid), ["A"])["on_assign"](None, [tp("A", 0)])
-    assert reporter.stats.snapshot()["undelivered"] == {(TOPIC, "state"): 1}
+    assert reporter.stats.snapshot().undelivered == {(TOPIC, "state"): 1}
 
 
 def test_close_waits_at_most_its_timeout_and_counts_what_is_left():
@@ -104,7 +104,7 @@ def test_close_waits_at_most_its_timeout_and_counts_what_is_left():
     started = time.monotonic()
     reporter.close(timeout_s=0.2)
     assert time.monotonic() - started < 5
-    assert reporter.stats.snapshot()["undelivered"] == {(TOPIC, "unflushed"): 2}
+    assert reporter.stats.snapshot().undelivered == {(TOPIC, "unflushed"): 2}
 
 
 def test_the_collector_shows_the_counts_on_the_users_registry():

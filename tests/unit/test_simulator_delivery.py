@@ -49,8 +49,8 @@ def test_an_outage_is_retried_counted_by_cause_and_logged_once_each_way(caplog):
     assert (count, undelivered) == (1000, 0)
     assert sorted(m.value() for m in producer.delivered) == sorted(v for _, v in events(1000))
     snapshot = stats.snapshot()
-    assert snapshot["errors"] == {(TOPIC, "msg_timed_out"): 300}
-    assert snapshot["undelivered"] == {}
+    assert snapshot.errors == {(TOPIC, "msg_timed_out"): 300}
+    assert snapshot.undelivered == {}
     assert delivery_logs(caplog) == [f"delivery to {TOPIC} failing: msg_timed_out",
                                      f"delivery to {TOPIC} recovered (was failing: "
                                      "msg_timed_out)"]
@@ -63,8 +63,8 @@ def test_a_record_failing_every_attempt_is_given_up_and_counted():
     count, undelivered = produce(events(10), "unused", TOPIC, RateLimit(None), stats=stats,
                                  attempts=3, producer=producer)
     assert (count, undelivered) == (10, 1)
-    assert stats.snapshot()["errors"] == {(TOPIC, "transport"): 3}
-    assert stats.snapshot()["undelivered"] == {(TOPIC, "transport"): 1}
+    assert stats.snapshot().errors == {(TOPIC, "transport"): 3}
+    assert stats.snapshot().undelivered == {(TOPIC, "transport"): 1}
     assert len(producer.delivered) == 9
 
 
@@ -75,7 +75,7 @@ def test_a_refused_record_is_not_retried_and_the_run_goes_on():
     count, undelivered = produce(events(100), "unused", TOPIC, RateLimit(None), stats=stats,
                                  attempts=5, producer=producer)
     assert (count, undelivered) == (100, 10)
-    assert stats.snapshot()["errors"] == {(TOPIC, "invalid_record"): 10}
+    assert stats.snapshot().errors == {(TOPIC, "invalid_record"): 10}
     assert len(producer.attempts) == 100 and len(producer.delivered) == 90
 
 
@@ -99,7 +99,7 @@ def test_records_still_held_at_the_deadline_are_counted_unflushed():
     sender = EventProducer(Stuck(), TOPIC, stats).start()
     assert sender.run(events(5), RateLimit(None)) == 5
     assert sender.close(timeout_s=0.1) == 5
-    assert stats.snapshot()["undelivered"] == {(TOPIC, "unflushed"): 5}
+    assert stats.snapshot().undelivered == {(TOPIC, "unflushed"): 5}
 
 
 def test_recovery_is_not_logged_while_only_records_sent_before_the_failure_leave(caplog):
