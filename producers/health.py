@@ -20,7 +20,7 @@ next interval. Every failing thing is logged once when it starts failing (or fai
 and once when it works again, never once per retry (`StateLog`).
 
 A cause is librdkafka's error name for a confluent-kafka error (`timed_out`, `transport`, ...;
-as streaming.delivery names produce errors), else the exception's class (`RequestTimedOutError`,
+as streaming.common.delivery names produce errors), else the exception's class (`RequestTimedOutError`,
 `KafkaTimeoutError`, `NoBrokersAvailable`, ...).
 """
 
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import signal
 import threading
 import time
@@ -39,83 +38,10 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from streaming import option_values as values
+from streaming.common import option_values as values
+from streaming.common.faults import StateLog, error_cause
 
 log = logging.getLogger("rebalance_monitor.producers")
-
-
-def error_cause(error: BaseException) -> str:
-    """A short label value for a failure: librdkafka's error name, else the exception class.
-
-    >>> from confluent_kafka import KafkaError, KafkaException
-    >>> error_cause(KafkaException(KafkaError(KafkaError._TRANSPORT))), error_cause(OSError())
-    ('transport', 'OSError')
-    """
-    from confluent_kafka import KafkaError, KafkaException
-
-    if isinstance(error, KafkaException) and error.args and isinstance(error.args[0], KafkaError):
-        return (error.args[0].name() or str(error.args[0].code())).lstrip("_").lower()
-    return type(error).__name__
-
-
-def describe(error: BaseException | None) -> str:
-    """An error's message without the class name its cause already says.
-
-    >>> from kafka.errors import RequestTimedOutError
-    >>> describe(RequestTimedOutError("Request timed out after 9999 ms"))
-    'Request timed out after 9999 ms'
-    """
-    if error is None:
-        return ""
-    from confluent_kafka import KafkaError, KafkaException
-
-    if isinstance(error, KafkaException) and error.args and isinstance(error.args[0], KafkaError):
-        return error.args[0].str()
-    text = str(error)
-    return re.sub(rf"^(\[Error -?\d+\] )?{type(error).__name__}(: |$)", "", text)
-
-
-class StateLog:
-    """Logs one thing's state once per change: when it starts failing (or fails with another
-    cause), and when it works again. Thread-safe; returns whether it logged."""
-
-    def __init__(self, what: str, logger: logging.Logger = log) -> None:
-        self.what = what
-        self.cause: str | None = None
-        self.failures = 0  # since it last worked
-        self._log = logger
-        self._lock = threading.Lock()
-
-    def failed(self, cause: str, error: BaseException | None = None, detail: str = "") -> bool:
-        with self._lock:
-            self.failures += 1
-            if cause == self.cause:
-                return False
-            self.cause = cause
-        # The traceback once, for a cause never seen: a bug shows where it is.
-        unexpected = error is not None and not _is_client_error(error)
-        detail = detail or describe(error)
-        self._log.warning("%s failing: %s%s", self.what, cause, f" ({detail})" if detail else "",
-                          exc_info=error if unexpected else None)
-        return True
-
-    def ok(self) -> bool:
-        with self._lock:
-            if self.cause is None:
-                return False
-            before, failures = self.cause, self.failures
-            self.cause, self.failures = None, 0
-        self._log.warning("%s works again (was failing: %s, %d time(s))", self.what, before,
-                          failures)
-        return True
-
-
-def _is_client_error(error: BaseException) -> bool:
-    """A Kafka or RocketMQ client's or the network's error: expected in an outage, no
-    traceback needed."""
-    module = type(error).__module__ or ""
-    return (module.startswith(("kafka", "confluent_kafka", "cimpl", "producers.rocketmq"))
-            or isinstance(error, OSError | TimeoutError))
 
 
 class CallStats:
@@ -279,7 +205,7 @@ def poll_until_stopped(poll_once: Callable[[], object], health: PollHealth, inte
                        closers: tuple[Callable[[], object], ...] = (),
                        close_timeout_s: float = 30.0) -> int:
     """A poll command's whole run: run_polls until SIGTERM or Ctrl-C (or once), then `closers`,
-    then the outbox (a streaming.delivery.Outbox, or None for --stdout) flushed for up to
+    then the outbox (a streaming.common.delivery.Outbox, or None for --stdout) flushed for up to
     close_timeout_s, what is left counted unflushed. The exit code: 1 only when `once` and the
     poll failed or an event was not delivered; a fault in a long run never ends it."""
     ok = True
@@ -339,7 +265,7 @@ class CountCollector(Collector):
 
 def count_unflushed(stats, topic: str, left: int) -> None:
     """Records still in the producer when it closed are lost: count them (cause `unflushed`)
-    in a streaming.delivery.DeliveryStats, so /metrics and the exit code say so."""
+    in a streaming.common.delivery.DeliveryStats, so /metrics and the exit code say so."""
     for _ in range(left):
         stats.count("undelivered", (topic, "unflushed"))
     if left:

@@ -27,7 +27,7 @@ counts. `translate_group` is the pure part: describe-groups result in, events ou
 
 No fault ends it: a poll that fails (the observed cluster unreachable, a request timing out, a
 describe refused) is counted by cause and logged once per change of state, and the next poll runs
-at the next interval. Events go through streaming.delivery's Outbox: a produce failure never
+at the next interval. Events go through streaming.common.delivery's Outbox: a produce failure never
 raises, retriable ones are retried, and each record given up on is counted by topic and cause.
 `--metrics-port` serves both (producers/health.py; docs/metrics.md, "Producer command metrics").
 With `--once`, the exit code is 1 when the poll failed or an event was not delivered.
@@ -51,15 +51,15 @@ from producers import kafka_protocol
 from producers.health import (
     PollHealth,
     add_metrics_arguments,
-    error_cause,
     poll_until_stopped,
     serve_metrics,
     stamped,
 )
-from streaming import option_values as values
-from streaming.delivery import DeliveryStats, Outbox, Record, RetryPolicy
-from streaming.exporter.health import DeliveryCollector
-from streaming.kafka_options import (
+from streaming.common import option_values as values
+from streaming.common.delivery import DeliveryStats, Outbox, Record, RetryPolicy
+from streaming.common.delivery_metrics import DeliveryCollector
+from streaming.common.faults import error_cause
+from streaming.common.kafka_options import (
     KafkaClientOptions,
     for_kafka_python,
     options_or_exit,

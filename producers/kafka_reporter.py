@@ -33,12 +33,12 @@ group_instance_id, and generation where the client exposes it (kafka-python does
 does not).
 
 Nothing here raises into your consumer loop, nor waits for a broker. Heartbeats go through
-streaming.delivery's Outbox: a failure a later attempt can overcome (a broker that does not
+streaming.common.delivery's Outbox: a failure a later attempt can overcome (a broker that does not
 answer, a full producer queue) is retried, 3 attempts of up to message.timeout.ms (60 s unless
 your producer_conf sets it); one it cannot (the topic refuses the record, no authorization) is
 not. Every failed attempt and every heartbeat given up on is counted by topic and cause in
-`reporter.stats` (a streaming.delivery.DeliveryStats), and the topic's delivery state is logged
-once per change (logger `streaming.delivery`), never once per heartbeat. `close()` waits at most
+`reporter.stats` (a streaming.common.delivery.DeliveryStats), and the topic's delivery state is logged
+once per change (logger `streaming.common.delivery`), never once per heartbeat. `close()` waits at most
 about its timeout and counts what is still undelivered then (cause `unflushed`).
 To see the counts on your own /metrics, register the reporter's collector:
 
@@ -61,8 +61,9 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 
-from producers.health import StateLog, count_unflushed, error_cause, stamped
-from streaming.delivery import DeliveryStats, Outbox, Record, RetryPolicy
+from producers.health import count_unflushed, stamped
+from streaming.common.delivery import DeliveryStats, Outbox, Record, RetryPolicy
+from streaming.common.faults import StateLog, error_cause
 
 log = logging.getLogger("rebalance_monitor.reporter")
 
@@ -211,7 +212,7 @@ class RebalanceReporter:
 
     def collector(self):
         """A prometheus_client collector of `stats` (rebalance_monitor_produce_* metrics)."""
-        from streaming.exporter.health import DeliveryCollector
+        from streaming.common.delivery_metrics import DeliveryCollector
 
         return DeliveryCollector(self.stats)
 

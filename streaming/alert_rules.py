@@ -20,7 +20,7 @@ import re
 import sys
 from pathlib import Path
 
-from streaming import option_values as values
+from streaming.common import option_values as values
 
 SHIPPED_RULES = (Path(__file__).resolve().parents[1] / "dashboards" / "prometheus" / "rules"
                  / "rebalance-alerts.yml")

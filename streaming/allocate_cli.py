@@ -21,7 +21,7 @@ import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from streaming import option_values as values
+from streaming.common import option_values as values
 from streaming.core.allocation import (
     STRATEGIES,
     GroupAllocation,

@@ -11,8 +11,8 @@ import importlib
 import importlib.util
 import sys
 
-from streaming.logs import add_logging_arguments, configure_logging
-from streaming.option_values import OneLineParser
+from streaming.common.logs import add_logging_arguments, configure_logging
+from streaming.common.option_values import OneLineParser
 
 SUBCOMMANDS = {
     "allocate": ("streaming.allocate_cli", "preview an allocation, or run conformance cases"),

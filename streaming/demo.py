@@ -20,7 +20,7 @@ import tempfile
 import threading
 import time
 
-from streaming import option_values as values
+from streaming.common import option_values as values
 from streaming.core.contract import FindingRecord, GroupMetrics
 
 DEFAULT_SCENARIOS = "client-id-collision,multi-topic-skew,broker-crash,lost-notification"
@@ -154,7 +154,7 @@ def _ignore_interrupts() -> None:
 
 
 def _create_topics(bootstrap: str, topic: str) -> None:
-    from streaming.embedded_broker import create_topic
+    from streaming.common.topics import create_topic
 
     create_topic(bootstrap, topic, partitions=4)
     create_topic(bootstrap, "rebalance.findings", partitions=1)

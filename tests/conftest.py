@@ -146,7 +146,7 @@ def kafka_tls(_kafka_broker) -> TlsListener:
 
 @pytest.fixture
 def make_topic(kafka_bootstrap, request):
-    from streaming.embedded_broker import create_topic
+    from streaming.common.topics import create_topic
 
     stem = re.sub(r"[^A-Za-z0-9._-]+", "-", request.node.name)[:80]
 

@@ -32,10 +32,10 @@ from producers.rocketmq.admin import RocketMQAdmin
 from producers.rocketmq.bridge import STRATEGIES, AssumedStrategies
 from producers.rocketmq.observer import ObserverOptions, RocketMQObserver
 from producers.rocketmq.remoting import AclSigner, RemotingClient
-from streaming import option_values as values
-from streaming.delivery import DeliveryStats, Outbox, Record, RetryPolicy
-from streaming.exporter.health import DeliveryCollector
-from streaming.kafka_options import options_or_exit
+from streaming.common import option_values as values
+from streaming.common.delivery import DeliveryStats, Outbox, Record, RetryPolicy
+from streaming.common.delivery_metrics import DeliveryCollector
+from streaming.common.kafka_options import options_or_exit
 
 log = logging.getLogger("rebalance_monitor.observe_rocketmq")
 

@@ -36,18 +36,17 @@ from functools import partial
 
 from producers.health import (
     CountCollector,
-    StateLog,
     add_metrics_arguments,
     count_unflushed,
-    error_cause,
     serve_metrics,
 )
 from producers.simulator.clock import DEFAULT_EPOCH_MS, FastClock, RealtimeClock
 from producers.simulator.scenarios import SCENARIOS, Scenario, Steady
-from streaming import option_values as values
-from streaming.delivery import RETRIABLE, DeliveryStats, cause_of
-from streaming.exporter.health import DeliveryCollector
-from streaming.kafka_options import options_or_exit
+from streaming.common import option_values as values
+from streaming.common.delivery import RETRIABLE, DeliveryStats
+from streaming.common.delivery_metrics import DeliveryCollector
+from streaming.common.faults import Backoff, StateLog, cause_of, error_cause
+from streaming.common.kafka_options import options_or_exit
 
 log = logging.getLogger("rebalance_monitor.simulate")
 
@@ -157,7 +156,7 @@ class EventProducer:
 
     The hot path is confluent-kafka's produce() alone. The client reports failures only
     (`delivery.report.only.error`), to a background thread that serves them: each failure is
-    counted by cause in a streaming.delivery.DeliveryStats (`errors`), a retriable one is sent
+    counted by cause in a streaming.common.delivery.DeliveryStats (`errors`), a retriable one is sent
     again up to `attempts` times, and one given up on is counted in `undelivered`. The topic's
     state is logged once per change: at the first failure, and when a record sent after the last
     failure has left the client without failing (delivered), which the thread tells from the
@@ -293,10 +292,10 @@ def create_topic_when_answered(bootstrap: str, topic: str, partitions: int,
                                max_backoff_s: float = 30.0,
                                settings: dict[str, str] | None = None) -> None:
     """--create-topic: an unreachable broker is waited for (logged once per change), not fatal."""
-    from streaming.embedded_broker import create_topic
+    from streaming.common.topics import create_topic
 
     state = StateLog(f"creating topic {topic}", log)
-    backoff = 1.0
+    backoff = Backoff(max_s=max_backoff_s)
     while True:
         try:
             create_topic(bootstrap, topic, partitions=partitions, client_settings=settings)
@@ -304,8 +303,7 @@ def create_topic_when_answered(bootstrap: str, topic: str, partitions: int,
             raise  # exists with another partition count: a configuration error
         except Exception as exc:  # noqa: BLE001 - the broker is down or slow: wait for it
             state.failed(error_cause(exc), exc)
-            time.sleep(backoff)  # backoff between attempts, not a wait for a condition
-            backoff = min(max_backoff_s, backoff * 2)
+            time.sleep(backoff.next())  # between attempts, not a wait for a condition
             continue
         state.ok()
         return

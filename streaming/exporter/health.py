@@ -1,6 +1,6 @@
-"""Small collectors for the monitor's own connections: the events source, the topics it produces
-to, and restarts of its query. Each reads a live object on every scrape, so /metrics tells the
-truth during an outage, when no micro-batch runs.
+"""Small collectors for the job's own health: its events source and the restarts of its query
+(delivery to the topics it produces to: streaming.common.delivery_metrics). Each reads a live
+object on every scrape, so /metrics tells the truth during an outage, when no micro-batch runs.
 """
 
 from __future__ import annotations
@@ -38,31 +38,6 @@ class SourceCollector(Collector):
             value=health.last_ok_seconds)
 
 
-class DeliveryCollector(Collector):
-    """rebalance_monitor_produce_* from a streaming.delivery.DeliveryStats."""
-
-    def __init__(self, stats) -> None:
-        self._stats = stats
-
-    def collect(self) -> Iterator[Metric]:
-        counts = self._stats.snapshot()
-        yield _by_topic_and_cause(
-            "rebalance_monitor_produce_errors",
-            "Failed produce attempts, by topic and cause (a retried record counts each time).",
-            counts.errors)
-        yield _by_topic_and_cause(
-            "rebalance_monitor_undelivered_records",
-            "Records given up on, by topic and cause: they are not in the topic (each is logged).",
-            counts.undelivered)
-        truncated = CounterMetricFamily(
-            "rebalance_monitor_truncated_records",
-            "Records cut to fit the topic's size limit (original size and SHA-256 in headers).",
-            labels=["topic"])
-        for topic, count in sorted(counts.truncated.items()):
-            truncated.add_metric([topic], float(count))
-        yield truncated
-
-
 class RestartCounter(Collector):
     """rebalance_monitor_query_restarts_total{cause}: the job restarted its failed query."""
 
@@ -84,10 +59,3 @@ class RestartCounter(Collector):
         for cause, count in items:
             family.add_metric([cause], float(count))
         yield family
-
-
-def _by_topic_and_cause(name: str, doc: str, counts: dict) -> Metric:
-    family = CounterMetricFamily(name, doc, labels=["topic", "cause"])
-    for (topic, cause), count in sorted(counts.items()):
-        family.add_metric([topic, cause], float(count))
-    return family

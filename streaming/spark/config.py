@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any
 
-from streaming import option_values as values
+from streaming.common import option_values as values
+from streaming.common.kafka_options import KafkaClientOptions, options_or_exit, parse_kafka_options
 from streaming.core.step import StepConfig
-from streaming.kafka_options import KafkaClientOptions, options_or_exit, parse_kafka_options
 from streaming.spark.offset_ranges import parse_bool
 from streaming.spark.source import SOURCES
 
@@ -49,7 +49,7 @@ def option(help: str, parse: Callable[[str], Any] = str, *, default: Any = MISSI
                  metadata={"option": Option(help=help, parse=parse, **details)})
 
 
-# Per-option parsers (streaming.option_values, and these). Each one is the only check of its
+# Per-option parsers (streaming.common.option_values, and these). Each one is the only check of its
 # values, from a flag or a variable.
 
 _positive = values.positive

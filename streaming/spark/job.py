@@ -28,10 +28,13 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from pyspark.sql.streaming.state import GroupStateTimeout
 
-from streaming import option_values as values
+from streaming.common import option_values as values
+from streaming.common.delivery import DeliveryStats, Outbox, RetryPolicy
+from streaming.common.delivery_metrics import DeliveryCollector
+from streaming.common.faults import Backoff
+from streaming.common.kafka_options import parse_kafka_options
 from streaming.core.state.shard import decode_shard
 from streaming.core.step import snapshot_of
-from streaming.delivery import DeliveryStats, Outbox, RetryPolicy
 from streaming.exporter import (
     ClientSeriesPolicy,
     GroupFamiliesText,
@@ -41,10 +44,9 @@ from streaming.exporter import (
     SnapshotStore,
 )
 from streaming.exporter.api import group_api
-from streaming.exporter.health import DeliveryCollector, RestartCounter, SourceCollector
+from streaming.exporter.health import RestartCounter, SourceCollector
 from streaming.exporter.prerender import Prerender
 from streaming.jars import spark_kafka_conf
-from streaming.kafka_options import parse_kafka_options
 from streaming.spark import kafka_client
 from streaming.spark.batch_errors import bounded_failures
 from streaming.spark.checkpoint_files import HadoopTextFile, checkpoint_child, hadoop_path_exists
@@ -250,7 +252,7 @@ class Monitor:
         """Keep the query running until `stopping` is set. A query that fails (whatever the
         cause) is restarted on its checkpoint after a backoff, so it resumes exactly where its
         last batch committed; each restart is counted by cause and logged."""
-        backoff, started = 1.0, time.monotonic()
+        backoff, started = Backoff(max_s=max_backoff_s), time.monotonic()
         while not stopping.is_set():
             if self.query.isActive:
                 stopping.wait(1.0)
@@ -259,15 +261,16 @@ class Monitor:
             if error is None:
                 return  # stopped on purpose
             if time.monotonic() - started > max_backoff_s:
-                backoff = 1.0  # it had run well for a while: this is a new failure, not a loop
+                backoff.reset()  # it had run well for a while: a new failure, not a loop
             cause = _failure_cause(error)
             self.restarts.inc(cause)
+            wait = backoff.next()
             log.error("streaming query failed (%s); restarting it on its checkpoint in %.0f s: %s",
-                      cause, backoff, error)
-            if stopping.wait(backoff):
+                      cause, wait, error)
+            if stopping.wait(wait):
                 return
             self.query = start_query(self.spark, self.config, self._sink)
-            started, backoff = time.monotonic(), min(max_backoff_s, backoff * 2)
+            started = time.monotonic()
 
     def stop(self) -> None:
         if self.query is not None:

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from streaming.delivery import cause_of
+from streaming.common.faults import Backoff, StateLog, cause_of, error_cause
 from streaming.spark.offset_ranges import DataLossError, OffsetRange, TopicPartitionKey
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,7 @@ MANAGED_SETTINGS = frozenset({
 
 def client_settings(bootstrap_servers: str, kafka_options: Mapping[str, str]) -> dict:
     """librdkafka settings from Spark-style `kafka.*` options (prefix already removed), which
-    are librdkafka's already (streaming/kafka_options.py translated them).
+    are librdkafka's already (streaming/common/kafka_options.py translated them).
 
     >>> client_settings("b:9092", {"security.protocol": "SASL_SSL", "sasl.username": "u"})
     {'bootstrap.servers': 'b:9092', 'security.protocol': 'SASL_SSL', 'sasl.username': 'u'}
@@ -46,43 +46,22 @@ def client_settings(bootstrap_servers: str, kafka_options: Mapping[str, str]) ->
     return settings
 
 
-class OutageLog:
-    """Logs a broker connection's state once per change (unreachable with its cause, then
-    reachable again), not once per retry."""
-
-    def __init__(self, what: str) -> None:
-        self.what = what
-        self.cause: str | None = None
-
-    def failed(self, cause: str) -> None:
-        if cause != self.cause:
-            log.warning("%s: broker unreachable (%s); waiting for it", self.what, cause)
-            self.cause = cause
-
-    def ok(self) -> None:
-        if self.cause is not None:
-            log.warning("%s: broker reachable again", self.what)
-            self.cause = None
+def broker_outage(what: str) -> StateLog:
+    """The log of one read's broker connection: once when it fails (with the cause), once when
+    it answers again, not once per retry."""
+    return StateLog(f"{what}: events broker", log)
 
 
-def error_cause(error: BaseException) -> str:
-    """A short cause for a client failure: librdkafka's error name, else the exception class."""
-    if isinstance(error, KafkaException) and isinstance(error.args[0], KafkaError):
-        return cause_of(error.args[0])
-    return type(error).__name__
-
-
-def until_answered(call, outage: OutageLog, max_backoff_s: float = 30.0):
+def until_answered(call, outage: StateLog, max_backoff_s: float = 30.0):
     """call() until it returns without a client error, backing off from 1 s to max_backoff_s.
     For requests whose answer the caller cannot do without (an outage only delays it)."""
-    backoff = 1.0
+    backoff = Backoff(max_s=max_backoff_s)
     while True:
         try:
             result = call()
         except KafkaException as exc:
-            outage.failed(error_cause(exc))
-            time.sleep(backoff)
-            backoff = min(max_backoff_s, backoff * 2)
+            outage.failed(error_cause(exc), exc)
+            time.sleep(backoff.next())
             continue
         outage.ok()
         return result
@@ -207,7 +186,7 @@ def pooled_consumer(settings: Mapping[str, str]) -> Iterator[Consumer]:
 
 def _first_offset(consumer, offset_range: OffsetRange, fail_on_data_loss, timeout_s) -> int:
     key = TopicPartition(offset_range.topic, offset_range.partition)
-    outage = OutageLog(f"{offset_range.topic}[{offset_range.partition}]")
+    outage = broker_outage(f"{offset_range.topic}[{offset_range.partition}]")
     low, _ = until_answered(lambda: consumer.get_watermark_offsets(key, timeout=timeout_s), outage)
     if offset_range.start >= low or offset_range.new_partition:
         return max(offset_range.start, low)
@@ -226,7 +205,7 @@ def _consume_until(consumer, offset_range, position, fail_on_data_loss, timeout_
     if position >= end:
         return
     consumer.assign([TopicPartition(topic, partition, position)])
-    outage = OutageLog(f"{topic}[{partition}]")
+    outage = broker_outage(f"{topic}[{partition}]")
     deadline = time.monotonic() + timeout_s
     while position < end:
         chunk = []
@@ -267,7 +246,7 @@ def _consume_until(consumer, offset_range, position, fail_on_data_loss, timeout_
             return
 
 
-def _answers(consumer, topic: str, partition: int, outage: OutageLog) -> bool:
+def _answers(consumer, topic: str, partition: int, outage: StateLog) -> bool:
     """Whether the broker answers for the partition now (a silent read is then no outage)."""
     try:
         consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=5.0)

@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from streaming.common.delivery import Delivery, Outbox, Record
 from streaming.core.contract import (
     COUNTS,
     DEAD_LETTER,
@@ -33,7 +34,6 @@ from streaming.core.contract import (
     GroupMetrics,
     ShardCounts,
 )
-from streaming.delivery import Delivery, Outbox, Record
 from streaming.exporter import SnapshotStore
 from streaming.spark.checkpoint_files import TextFile, checkpoint_child
 from streaming.spark.staleness import ClusterLiveness

@@ -8,7 +8,7 @@
 
 `source`: "kafka" (needs spark-sql-kafka on the classpath), "embedded" (format
 "rebalance_kafka", confluent-kafka on the executors) or "auto" (kafka when its classes load).
-`kafka_options` are client settings in librdkafka's names (streaming/kafka_options.py), a
+`kafka_options` are client settings in librdkafka's names (streaming/common/kafka_options.py), a
 "kafka." prefix allowed; each source receives them as `kafka.<name>` options in its client's
 form: the Java client's for the built-in source, librdkafka's for the embedded one.
 """
@@ -20,7 +20,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from streaming.kafka_options import KafkaClientOptions, parse_kafka_options
+from streaming.common.kafka_options import KafkaClientOptions, parse_kafka_options
 
 log = logging.getLogger(__name__)
 

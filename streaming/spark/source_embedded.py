@@ -48,6 +48,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from streaming.common.faults import error_cause
 from streaming.spark import kafka_client
 from streaming.spark.offset_ranges import (
     EARLIEST,
@@ -142,7 +143,7 @@ class EmbeddedKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
         self._consumer = None
         self._target: Positions | None = None
         self._last_latest: Positions | None = None
-        self._outage = kafka_client.OutageLog(f"events topic {','.join(options.topics)}")
+        self._outage = kafka_client.broker_outage(f"events topic {','.join(options.topics)}")
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_consumer": None}
@@ -161,7 +162,7 @@ class EmbeddedKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
         try:
             answer = self._ask_latest_and_earliest()
         except KafkaException as exc:
-            self._outage.failed(kafka_client.error_cause(exc))
+            self._outage.failed(error_cause(exc), exc)
             return None
         self._outage.ok()
         return answer

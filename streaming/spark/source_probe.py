@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
-from streaming.delivery import cause_of
+from streaming.common.faults import cause_of
 
 log = logging.getLogger(__name__)
 

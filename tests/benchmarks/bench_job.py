@@ -275,7 +275,7 @@ class BatchLog(StreamingQueryListener):
 
 
 def run(bootstrap: str, args, source: str) -> None:
-    from streaming.embedded_broker import create_topic
+    from streaming.common.topics import create_topic
     from streaming.spark.config import JobConfig
     from streaming.spark.job import Monitor, build_session
 

@@ -45,7 +45,7 @@ def timed_produce(events, bootstrap: str, topic: str) -> tuple[int, float, int]:
 
 
 def run(bootstrap: str, args) -> None:
-    from streaming.embedded_broker import create_topic
+    from streaming.common.topics import create_topic
 
     print(describe_machine())
     print(f"steady: {args.groups} groups x {args.clients} clients, {args.topics} topics x "

@@ -23,7 +23,7 @@ import time
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from streaming.embedded_broker import create_topic
+from streaming.common.topics import create_topic
 from streaming.jars import spark_kafka_conf
 from streaming.spark.source_embedded import SOURCE_NAME, register
 from tests.benchmarks.machine import describe_machine, start_broker

@@ -8,10 +8,10 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from streaming.common.topics import create_topic
 from streaming.embedded_broker import (
     BrokerUnavailable,
     EmbeddedBroker,
-    create_topic,
     free_port,
     tansu_binary,
 )

@@ -24,8 +24,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from streaming.delivery import ORIGINAL_BYTES_HEADER, ORIGINAL_SHA256_HEADER
-from streaming.embedded_broker import EmbeddedBroker, create_topic
+from streaming.common.delivery import ORIGINAL_BYTES_HEADER, ORIGINAL_SHA256_HEADER
+from streaming.common.topics import create_topic
+from streaming.embedded_broker import EmbeddedBroker
 from streaming.kafka_broker import ApacheKafkaBroker
 from streaming.spark.sinks import REASON_HEADER
 from tests.integration.job_process import (
@@ -143,7 +144,7 @@ def test_a_minute_long_broker_outage_pauses_the_job_which_then_resumes_exactly(o
     assert comparable_series(after) == uninterrupted(bootstrap, topic, final_watermark_ms,
                                                      tmp_path)
     # Logged once per change of state, not once per retry.
-    assert log_text.count("unreachable (") <= 6, log_text[-3000:]
+    assert log_text.count("events broker failing: ") <= 6, log_text[-3000:]
 
 
 # --- dead letters the dead-letter topic cannot take -------------------------------------------

@@ -11,7 +11,7 @@ import uuid
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from streaming.embedded_broker import create_topic
+from streaming.common.topics import create_topic
 from tests.integration.kafka_consumers import (
     JavaConsumer,
     compile_probe,

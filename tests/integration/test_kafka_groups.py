@@ -20,10 +20,10 @@ from collections.abc import Iterator
 import pytest
 
 from producers.kafka_observer import KafkaGroupObserver
+from streaming.common.topics import create_topic
 from streaming.core.state.events import parse_event
 from streaming.core.state.group import GroupState, apply_event
 from streaming.core.state.rerun import rerun
-from streaming.embedded_broker import create_topic
 from tests.integration.kafka_consumers import (
     JavaConsumer,
     ProbeUnavailable,

@@ -18,7 +18,8 @@ from confluent_kafka import Consumer, TopicPartition
 from producers.kafka_reporter import RebalanceReporter
 from producers.simulator import cli as simulator_cli
 from producers.simulator.clock import FastClock
-from streaming.embedded_broker import EmbeddedBroker, create_topic
+from streaming.common.topics import create_topic
+from streaming.embedded_broker import EmbeddedBroker
 from tests.integration.producer_process import ProducerProcess, paused
 from tests.support import read_values
 

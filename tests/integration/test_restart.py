@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from streaming.embedded_broker import create_topic
+from streaming.common.topics import create_topic
 from streaming.spark.sinks import REASON_HEADER
 from tests.integration.job_process import (
     SPARK_SUBMIT_ARGS,

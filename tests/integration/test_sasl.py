@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from streaming.embedded_broker import create_topic
-from streaming.kafka_options import parse_kafka_options
+from streaming.common.kafka_options import parse_kafka_options
+from streaming.common.topics import create_topic
 from streaming.spark.source import SourceConfig
 from tests.integration.job_process import SPARK_SUBMIT_ARGS, JobProcess
 from tests.support import read_topic

@@ -4,8 +4,8 @@ import pytest
 from confluent_kafka import KafkaError
 from pyspark.sql import Row
 
+from streaming.common.delivery import DeliveryStats, Outbox
 from streaming.core.contract import FindingRecord, GroupDetail, GroupKey, MemberDetail
-from streaming.delivery import DeliveryStats, Outbox
 from streaming.exporter import SnapshotStore
 from streaming.spark.checkpoint_files import LocalTextFile
 from streaming.spark.sinks import BatchSink, JobCounters, counters_path

@@ -14,7 +14,7 @@ from streaming import cli
 
 pytestmark = pytest.mark.unit
 
-# Bad values per check, by the name the check gives argparse (streaming.option_values and the
+# Bad values per check, by the name the check gives argparse (streaming.common.option_values and the
 # few checks of one command).
 BAD_VALUES = {
     "whole number": ["x", "1.5", ""],
@@ -141,7 +141,7 @@ OLDER_FLAGS = {("observe-rocketmq", "--interval"), ("observe-rocketmq", "--keepa
 
 
 def test_a_renamed_options_older_flag_still_sets_it_and_says_what_replaces_it(capsys):
-    from streaming.option_values import _OlderFlag
+    from streaming.common.option_values import _OlderFlag
 
     found = {(command, a.option_strings[0]) for command in cli.SUBCOMMANDS
              for a in subparser(command)._actions if isinstance(a, _OlderFlag)}

@@ -4,7 +4,7 @@ import logging
 import pytest
 from confluent_kafka import KafkaError
 
-from streaming.delivery import (
+from streaming.common.delivery import (
     ORIGINAL_BYTES_HEADER,
     ORIGINAL_SHA256_HEADER,
     TRUNCATED_HEADER,
@@ -123,10 +123,10 @@ def test_wait_is_bounded_and_returns_what_is_still_pending():
 def test_a_failing_topic_is_logged_once_per_change_of_state(caplog):
     answers = iter([KafkaError.INVALID_RECORD] * 3 + [None] * 2 + [KafkaError.INVALID_RECORD])
     box = outbox(FakeProducer(lambda m: next(answers)))
-    with caplog.at_level(logging.WARNING, logger="streaming.delivery"):
+    with caplog.at_level(logging.WARNING, logger="streaming.common.delivery"):
         for _ in range(6):
             box.wait([box.send(Record("dlq", b"v"))], timeout_s=1)
     lines = [r.getMessage() for r in caplog.records]
     assert lines == ["delivery to dlq failing: invalid_record",
-                     "delivery to dlq recovered (was failing: invalid_record)",
+                     "delivery to dlq works again (was failing: invalid_record, 3 time(s))",
                      "delivery to dlq failing: invalid_record"]

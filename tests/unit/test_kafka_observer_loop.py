@@ -18,7 +18,7 @@ from producers.kafka_protocol import (
     ConsumerGroupMember,
     UnsupportedGroupApi,
 )
-from streaming.delivery import DeliveryStats, Outbox
+from streaming.common.delivery import DeliveryStats, Outbox
 from tests.unit.fake_clients import FakeAdmin, FakeMetadata, LockedFakeProducer, Script
 
 pytestmark = pytest.mark.unit

@@ -7,8 +7,8 @@ import pickle
 
 import pytest
 
-from streaming import kafka_options
-from streaming.kafka_options import (
+from streaming.common import kafka_options
+from streaming.common.kafka_options import (
     KafkaClientOptions,
     KafkaOptionError,
     for_kafka_python,

@@ -51,7 +51,7 @@ def test_a_refusing_topic_is_counted_and_logged_once_then_its_recovery(caplog):
     assert snapshot.delivered == {TOPIC: 1}
     assert fault_logs(caplog) == [
         f"delivery to {TOPIC} failing: topic_authorization_failed",
-        f"delivery to {TOPIC} recovered (was failing: topic_authorization_failed)"]
+        f"delivery to {TOPIC} works again (was failing: topic_authorization_failed, 5 time(s))"]
 
 
 def test_a_full_queue_does_not_block_or_raise_into_the_callbacks():

@@ -10,15 +10,16 @@ from io import BytesIO
 import pytest
 from prometheus_client import CollectorRegistry
 
+from streaming.common.delivery import DeliveryStats
+from streaming.common.delivery_metrics import DeliveryCollector
 from streaming.core.contract import GroupKey
-from streaming.delivery import DeliveryStats
 from streaming.exporter import (
     ClientSeriesPolicy,
     GroupFamiliesText,
     JobHealthCollector,
     SnapshotStore,
 )
-from streaming.exporter.health import DeliveryCollector, RestartCounter, SourceCollector
+from streaming.exporter.health import RestartCounter, SourceCollector
 from streaming.exporter.server import metrics_app
 from streaming.spark.source_probe import SourceHealth
 from tests.support import Scrape

@@ -15,11 +15,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from producers.health import (
     CallStats,
     PollHealth,
-    StateLog,
-    error_cause,
     run_polls,
     serve_metrics,
 )
+from streaming.common.faults import StateLog, error_cause
 from streaming.embedded_broker import free_port
 
 pytestmark = pytest.mark.unit

@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import KafkaError
 
 from producers.simulator.cli import EventProducer, RateLimit, produce
-from streaming.delivery import DeliveryStats
+from streaming.common.delivery import DeliveryStats
 from tests.unit.fake_clients import LockedFakeProducer
 
 pytestmark = pytest.mark.unit
@@ -36,7 +36,7 @@ class Outage:
 
 
 def delivery_logs(caplog) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "streaming.delivery"]
+    return [r.getMessage() for r in caplog.records if r.name == "streaming.common.delivery"]
 
 
 def test_an_outage_is_retried_counted_by_cause_and_logged_once_each_way(caplog):
@@ -52,8 +52,8 @@ def test_an_outage_is_retried_counted_by_cause_and_logged_once_each_way(caplog):
     assert snapshot.errors == {(TOPIC, "msg_timed_out"): 300}
     assert snapshot.undelivered == {}
     assert delivery_logs(caplog) == [f"delivery to {TOPIC} failing: msg_timed_out",
-                                     f"delivery to {TOPIC} recovered (was failing: "
-                                     "msg_timed_out)"]
+                                     f"delivery to {TOPIC} works again (was failing: "
+                                     "msg_timed_out, 300 time(s))"]
 
 
 def test_a_record_failing_every_attempt_is_given_up_and_counted():
@@ -121,5 +121,5 @@ def test_recovery_is_not_logged_while_only_records_sent_before_the_failure_leave
     assert len(delivery_logs(caplog)) == 1
     producer.poll(0)
     sender._check_recovered()  # ... and now delivered
-    assert delivery_logs(caplog)[-1] == (f"delivery to {TOPIC} recovered (was failing: "
-                                         "msg_timed_out)")
+    assert delivery_logs(caplog)[-1] == (f"delivery to {TOPIC} works again (was failing: "
+                                         "msg_timed_out, 1 time(s))")

@@ -4,8 +4,9 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from prometheus_client import CollectorRegistry, generate_latest
 
-from streaming.delivery import DeliveryStats
-from streaming.exporter.health import DeliveryCollector, RestartCounter, SourceCollector
+from streaming.common.delivery import DeliveryStats
+from streaming.common.delivery_metrics import DeliveryCollector
+from streaming.exporter.health import RestartCounter, SourceCollector
 from streaming.spark.source_probe import SourceProbe
 
 pytestmark = pytest.mark.unit

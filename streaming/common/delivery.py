@@ -26,6 +26,8 @@ from dataclasses import dataclass, field, replace
 
 from confluent_kafka import KafkaError, KafkaException
 
+from streaming.common.faults import StateLog, cause_of
+
 log = logging.getLogger(__name__)
 
 ORIGINAL_BYTES_HEADER = "rebalance-monitor-original-bytes"
@@ -46,11 +48,6 @@ RETRIABLE = frozenset({
     KafkaError.NETWORK_EXCEPTION, KafkaError._UNKNOWN_PARTITION,
 })
 TOO_LARGE = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE})
-
-
-def cause_of(error: KafkaError) -> str:
-    """A label value for an error: librdkafka's name without the local-error underscore."""
-    return (error.name() or str(error.code())).lstrip("_").lower()
 
 
 @dataclass(frozen=True)
@@ -116,7 +113,7 @@ class DeliveryStats:
     truncated: Counter = field(default_factory=Counter)     # by topic: sent cut to fit
     delivered: Counter = field(default_factory=Counter)     # by topic
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _failing: dict = field(default_factory=dict, repr=False)  # topic -> cause while failing
+    _states: dict[str, StateLog] = field(default_factory=dict, repr=False)  # by topic
 
     def count(self, counter: str, key) -> None:
         with self._lock:
@@ -130,17 +127,11 @@ class DeliveryStats:
     def note_state(self, topic: str, cause: str | None) -> None:
         """Log a topic's delivery state when it changes, not on every record."""
         with self._lock:
-            before = self._failing.get(topic)
-            if before == cause:
-                return
-            if cause is None:
-                self._failing.pop(topic, None)
-            else:
-                self._failing[topic] = cause
+            state = self._states.setdefault(topic, StateLog(f"delivery to {topic}", log))
         if cause is None:
-            log.warning("delivery to %s recovered (was failing: %s)", topic, before)
+            state.ok()
         else:
-            log.warning("delivery to %s failing: %s", topic, cause)
+            state.failed(cause)
 
 
 def cut_to_fit(record: Record, limit: int) -> Record:

@@ -17,7 +17,7 @@ import os
 import sys
 from datetime import UTC, datetime
 
-from streaming import option_values as values
+from streaming.common import option_values as values
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
