@@ -47,7 +47,7 @@ from functools import partial
 
 import kafka.errors as Errors
 
-from producers import kafka_protocol
+from producers import events, kafka_protocol
 from producers.health import (
     PollHealth,
     add_metrics_arguments,
@@ -116,17 +116,12 @@ def _heartbeat(group: str, member, assignor: str, ts_ms: int) -> dict | None:
     topics, generation = _subscription(_get(member, "member_metadata"))
     if not topics:
         return None
-    event = {"v": 1, "type": "heartbeat", "system": "kafka", "ts": ts_ms, "group": group,
-             "client_id": _get(member, "member_id"), "topics": topics, "strategy": assignor,
-             "owned": _assignment(_get(member, "member_assignment"))}
-    host = (_get(member, "client_host") or "").lstrip("/")
-    if host:
-        event["address"] = host
-    if _get(member, "group_instance_id"):
-        event["group_instance_id"] = _get(member, "group_instance_id")
-    if generation is not None and generation >= 0:
-        event["generation"] = generation
-    return event
+    return events.heartbeat(
+        ts_ms, group, _get(member, "member_id"), topics, assignor, system="kafka",
+        owned=_assignment(_get(member, "member_assignment")),
+        address=(_get(member, "client_host") or "").lstrip("/") or None,
+        group_instance_id=_get(member, "group_instance_id") or None,
+        generation=generation if generation is not None and generation >= 0 else None)
 
 
 def translate_group(description, partitions: Mapping[str, int], ts_ms: int, *,
@@ -197,17 +192,13 @@ def _broker_assigned_heartbeat(description, member, group_type: str, ts_ms: int)
     assigned = {t for t, _ in member.assignment}
     if group_type == "consumer":
         assigned |= {t for t, _ in member.target_assignment}
-    event = {"v": 1, "type": "heartbeat", "system": "kafka", "ts": ts_ms,
-             "group": description.group_id, "client_id": member.member_id,
-             "topics": sorted(set(member.subscribed_topics) | assigned),
-             "strategy": description.assignor_name or "unknown", "group_type": group_type,
-             "owned": [[t, p] for t, p in member.assignment],
-             "member_epoch": member.member_epoch, "group_epoch": description.group_epoch,
-             "assignment_epoch": description.assignment_epoch}
-    host = (member.client_host or "").lstrip("/")
-    if host:
-        event["address"] = host
-    return event
+    return events.heartbeat(
+        ts_ms, description.group_id, member.member_id,
+        sorted(set(member.subscribed_topics) | assigned), description.assignor_name or "unknown",
+        system="kafka", group_type=group_type, owned=[[t, p] for t, p in member.assignment],
+        member_epoch=member.member_epoch, group_epoch=description.group_epoch,
+        assignment_epoch=description.assignment_epoch,
+        address=(member.client_host or "").lstrip("/") or None)
 
 
 def _translation(group: str, beats: list[dict], partitions: Mapping[str, int], ts_ms: int,
@@ -227,13 +218,12 @@ def _leavers_and_routes(out: Translation, topics: Iterable[str], partitions: Map
     out.members = (tuple(previous_members) if keep_previous else
                    tuple(e["client_id"] for e in out.events if e["type"] == "heartbeat"))
     gone = sorted(set(previous_members) - set(out.members))
-    out.events.extend({"v": 1, "type": "unregister", "system": "kafka", "ts": ts_ms,
-                       "group": group, "client_id": m} for m in gone)
+    out.events.extend(events.unregister(ts_ms, group, m, system="kafka") for m in gone)
     out.topics = tuple(sorted(topics))
     for topic in out.topics:
         if topic in partitions:
-            out.events.append({"v": 1, "type": "route", "system": "kafka", "ts": ts_ms,
-                               "group": group, "topic": topic, "partitions": partitions[topic]})
+            out.events.append(events.route(ts_ms, topic, system="kafka", group=group,
+                                           partitions=partitions[topic]))
         else:
             out.warnings.append(f"group {group}: topic {topic} is not in the cluster metadata")
     return out
@@ -515,13 +505,13 @@ def main(args: argparse.Namespace) -> int:
     kafka_level = kafka_log.level
     kafka_log.setLevel(logging.CRITICAL)
     try:
-        observed, events = _client_options(args)
+        observed, for_events = _client_options(args)
         health = PollHealth("observe-kafka poll", logger=log)
         observer = KafkaGroupObserver(args.bootstrap_servers, health,
                                       timeout_s=getattr(args, "timeout", 10.0),
                                       client_options=observed)
         outbox = None if args.stdout else _outbox(args.events_bootstrap_servers
-                                                  or args.bootstrap_servers, events)
+                                                  or args.bootstrap_servers, for_events)
         serve_metrics(getattr(args, "metrics_port", None),
                       getattr(args, "metrics_host", "0.0.0.0"),
                       *([health] if outbox is None else [health, DeliveryCollector(outbox.stats)]))
@@ -540,9 +530,9 @@ def run(args: argparse.Namespace, observer: KafkaGroupObserver, outbox: Outbox |
 
     def poll_once() -> None:
         results = observer.poll()
-        events = sum(_publish(result, outbox, args.topic, said, cluster) for result in results)
+        sent = sum(_publish(result, outbox, args.topic, said, cluster) for result in results)
         members = sum(e["type"] == "heartbeat" for r in results for e in r.events)
-        health.succeeded(groups=observer.groups_seen, members=members, events=events)
+        health.succeeded(groups=observer.groups_seen, members=members, events=sent)
 
     return poll_until_stopped(poll_once, health, args.interval, args.once, outbox, args.topic,
                               closers=(observer.close,), close_timeout_s=CLOSE_TIMEOUT_S)
@@ -558,8 +548,8 @@ def _client_options(args: argparse.Namespace) -> tuple[KafkaClientOptions, Kafka
     """(observed cluster's, events producer's) options; each refusal ends the command."""
     observed = options_or_exit("observe-kafka", getattr(args, "kafka_option", []),
                                check=for_kafka_python)
-    events = getattr(args, "events_kafka_option", [])
-    return observed, options_or_exit("observe-kafka", events) if events else observed
+    own = getattr(args, "events_kafka_option", [])
+    return observed, options_or_exit("observe-kafka", own) if own else observed
 
 
 def _outbox(bootstrap_servers: str, options: KafkaClientOptions) -> Outbox:

@@ -61,6 +61,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 
+from producers import events
 from producers.health import count_unflushed, stamped
 from streaming.common.delivery import DeliveryStats, Outbox, Record, RetryPolicy
 from streaming.common.faults import StateLog, error_cause
@@ -185,16 +186,11 @@ class RebalanceReporter:
             generation = self._generation_of()
             if isinstance(generation, int) and generation >= 0:
                 self.generation = generation
-            event = {"v": 1, "type": "heartbeat", "system": "kafka",
-                     "ts": int(self.clock() * 1000), "group": self.group,
-                     "client_id": self._client_id(), "address": self.address,
-                     "topics": list(self.topics), "strategy": self.assignor,
-                     "owned": [[t, p] for t, p in sorted(self.owned)]}
-        if self.group_instance_id:
-            event["group_instance_id"] = self.group_instance_id
-        if self.generation is not None:
-            event["generation"] = self.generation
-        return event
+            return events.heartbeat(
+                int(self.clock() * 1000), self.group, self._client_id(), list(self.topics),
+                self.assignor, system="kafka", address=self.address,
+                owned=[[t, p] for t, p in sorted(self.owned)],
+                group_instance_id=self.group_instance_id or None, generation=self.generation)
 
     def _client_id(self) -> str:
         return self.client_id or self.member_id or self.address
@@ -253,9 +249,8 @@ class RebalanceReporter:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout_s)
-        self._send({"v": 1, "type": "unregister", "system": "kafka",
-                    "ts": int(self.clock() * 1000), "group": self.group,
-                    "client_id": self._client_id(), "address": self.address})
+        self._send(events.unregister(int(self.clock() * 1000), self.group, self._client_id(),
+                                     system="kafka", address=self.address))
         try:
             left = self.outbox.close(timeout_s)
         except Exception as exc:  # noqa: BLE001 - closing must not raise either

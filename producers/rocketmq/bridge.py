@@ -24,6 +24,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from producers import events
 from streaming.core.allocation import STRATEGIES as ALGORITHMS
 
 SYSTEM = "rocketmq"
@@ -145,11 +146,10 @@ def heartbeat(member: Member, result: PollResult, assumed: AssumedStrategies) ->
     reported = strategy_name(known.strategy_class) if known is not None else None
     strategy, params = (sdk_strategy(reported, listing.language) if reported
                         else assumed.for_language(listing.language))
-    event = {"v": 1, "type": "heartbeat", "ts": result.ts_ms, "group": member.group,
-             "system": SYSTEM, "client_id": member.client_id, "topics": sorted(topics),
-             "strategy": strategy, "address": member.address,
-             "broker": member.broker, "message_model": listing.message_model,
-             "sdk": listing.language.lower()}
+    event = events.heartbeat(result.ts_ms, member.group, member.client_id, sorted(topics),
+                             strategy, system=SYSTEM, address=member.address,
+                             broker=member.broker, message_model=listing.message_model,
+                             sdk=listing.language.lower())
     if listing.via_proxy:
         return _grpc_heartbeat(event)
     if params:
@@ -197,25 +197,21 @@ def route_events(result: PollResult, members: Iterable[Member]) -> list[dict]:
         known = result.holdings.get((member.group, member.client_id))
         for topic in (known.topics if known is not None and known.topics else member.listing.topics):
             groups_by_topic[topic].add(member.group)
-    events = []
+    found = []
     for topic, groups in sorted(groups_by_topic.items()):
         if topic not in result.routes:
             continue  # not asked (or the NameServer did not answer): no news of it
         readable = result.routes[topic]
-        event = {"v": 1, "type": "route", "ts": result.ts_ms, "system": SYSTEM,
-                 "groups": sorted(groups), "topic": topic}
-        if readable:
-            event["brokers"] = dict(sorted(readable.items()))
-        else:
-            event["queues"] = []  # no route: its clients have no queue of it
-        events.append(event)
-    return events
+        queues = {"brokers": dict(sorted(readable.items()))} if readable else {
+            "queues": []}  # no route: its clients have no queue of it
+        found.append(events.route(result.ts_ms, topic, system=SYSTEM, groups=sorted(groups),
+                                  **queues))
+    return found
 
 
 def unregisters(gone: Iterable[tuple[str, str, str]], ts_ms: int) -> list[dict]:
     """(group, client_id, address) of processes no broker lists any more."""
-    return [{"v": 1, "type": "unregister", "ts": ts_ms, "group": group, "system": SYSTEM,
-             "client_id": client_id, "address": address}
+    return [events.unregister(ts_ms, group, client_id, system=SYSTEM, address=address)
             for group, client_id, address in sorted(gone)]
 
 

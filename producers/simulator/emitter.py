@@ -10,7 +10,7 @@ default (so every event of a group lands in that group's partition), or one nami
     >>> sink = EventSink(epoch_ms=1_700_000_000_000)
     >>> sink.route("T", [("T", "broker-a", 0)], ["g"], 5)
     >>> sink.drain()
-    [{'v': 1, 'type': 'route', 'ts': 1700000000005, 'group': 'g', 'topic': 'T', 'queues': [['broker-a', 0]]}]
+    [{'v': 1, 'type': 'route', 'ts': 1700000000005, 'topic': 'T', 'group': 'g', 'queues': [['broker-a', 0]]}]
 
 `EncodedSink` yields (key, value) bytes ready for Kafka; a client's heartbeat is encoded once per
 change of the client and only the timestamp and broker are spliced in per event.
@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+
+from producers import events
 
 SYSTEM = "rocketmq"
 
@@ -46,9 +48,8 @@ class EventSink:
         self._out.append(heartbeat_event(client, broker, self.epoch_ms + now, self.with_view))
 
     def unregister(self, client, now: int) -> None:
-        self._out.append({"v": 1, "type": "unregister", "ts": self.epoch_ms + now,
-                          "group": client.group, "client_id": client.client_id,
-                          "address": client.address})
+        self._out.append(events.unregister(self.epoch_ms + now, client.group, client.client_id,
+                                           address=client.address))
 
     def route(self, topic: str, queues: Sequence, groups: Sequence[str], now: int) -> None:
         for event in route_events(topic, queues, groups, self.epoch_ms + now,
@@ -56,39 +57,29 @@ class EventSink:
             self._out.append(event)
 
 
-def heartbeat_body(client, with_view: bool) -> dict:
-    """Every heartbeat field except v, type, ts and broker."""
-    body = {"group": client.group, "client_id": client.client_id, "address": client.address,
-            "topics": list(client.topics), "strategy": client.strategy}
-    if client.params:
-        body["strategy_params"] = client.params
-    if with_view and client.view_clients is not None:
-        body["view"] = {
-            "clients": list(client.view_clients),
-            "queues": {t: [[q[1], q[2]] for q in client.view_queues.get(t, ())]
-                       for t in client.topics},
-        }
-        body["owned"] = [[q[0], q[1], q[2]] for q in client.owned()]
-    return body
-
-
 def heartbeat_event(client, broker: str, ts: int, with_view: bool) -> dict:
-    return {"v": 1, "type": "heartbeat", "ts": ts, "broker": broker,
-            **heartbeat_body(client, with_view)}
+    view = owned = None
+    if with_view and client.view_clients is not None:
+        view = {"clients": list(client.view_clients),
+                "queues": {t: [[q[1], q[2]] for q in client.view_queues.get(t, ())]
+                           for t in client.topics}}
+        owned = [[q[0], q[1], q[2]] for q in client.owned()]
+    return events.heartbeat(ts, client.group, client.client_id, list(client.topics),
+                            client.strategy, address=client.address, broker=broker,
+                            strategy_params=client.params or None, view=view, owned=owned)
 
 
 def route_events(topic: str, queues: Sequence, groups: Sequence[str], ts: int,
                  groups_list: bool) -> list[dict]:
     queue_list = [[q[1], q[2]] for q in queues]
     if groups_list:
-        return [{"v": 1, "type": "route", "ts": ts, "groups": list(groups), "topic": topic,
-                 "queues": queue_list}]
-    return [{"v": 1, "type": "route", "ts": ts, "group": g, "topic": topic,
-             "queues": queue_list} for g in groups]
+        return [events.route(ts, topic, groups=list(groups), queues=queue_list)]
+    return [events.route(ts, topic, group=g, queues=queue_list) for g in groups]
 
 
 _TS_VALUE = 1_000_000_000_000
 _TS_PROBE = b'{"v":1,"type":"route","ts":1000000000000'
+_HEARTBEAT_PROBE = b'{"v":1,"type":"heartbeat","ts":1000000000000'
 
 
 def _dumps(obj) -> bytes:
@@ -109,14 +100,16 @@ class EncodedSink(EventSink):
         # Without a view, nothing in a heartbeat changes during a process's life.
         version = client.version if self.with_view else 0
         if cached is None or cached[0] != version:
-            tail = _dumps(heartbeat_body(client, self.with_view))[1:]  # '"group":...}'
+            # The event after its ts, without the closing brace: ',"group":...'.
+            tail = _dumps(heartbeat_event(client, None, _TS_VALUE, self.with_view))[
+                len(_HEARTBEAT_PROBE):-1]
             cached = (version, client.group.encode(), tail)
             self._templates[client] = cached
         broker_json = self._brokers.get(broker)
         if broker_json is None:
             broker_json = self._brokers[broker] = _dumps(broker)
-        self._out.append((cached[1], b'{"v":1,"type":"heartbeat","ts":%d,"broker":%b,%b'
-                          % (self.epoch_ms + now, broker_json, cached[2])))
+        self._out.append((cached[1], b'{"v":1,"type":"heartbeat","ts":%d%b,"broker":%b}'
+                          % (self.epoch_ms + now, cached[2], broker_json)))
 
     def unregister(self, client, now: int) -> None:
         self._templates.pop(client, None)

@@ -1,0 +1,62 @@
+"""The events every producer writes (docs/events.md, contract v1): one builder per event type, so
+that each field is named in one place and `v`, `type` and `ts` come first in every event. A
+field given as None is left out (absent means "not known" in the contract); a field the contract
+does not name is refused at once, where the producer builds it.
+
+    >>> heartbeat(1_700_000_000_000, "g", "c1", ["T"], "AVG", broker="broker-a", owned=None)
+    {'v': 1, 'type': 'heartbeat', 'ts': 1700000000000, 'group': 'g', 'client_id': 'c1', \
+'topics': ['T'], 'strategy': 'AVG', 'broker': 'broker-a'}
+    >>> route(1_700_000_000_000, "T", groups=["g1", "g2"], brokers={"broker-a": 4})["groups"]
+    ['g1', 'g2']
+    >>> unregister(1_700_000_000_000, "g", "c1", adress="h:1")
+    Traceback (most recent call last):
+    ...
+    TypeError: unregister has no field adress (docs/events.md)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+VERSION = 1
+EVERY_EVENT = frozenset({"system", "cluster"})
+# What a producer writes for its own reasons (informational: the job ignores them):
+# strategy_assumed, shared_reason, owned_unknown, assigned_by (docs/events.md).
+HEARTBEAT_FIELDS = EVERY_EVENT | {
+    "strategy_params", "sdk", "message_model", "shared", "address", "broker", "view", "owned",
+    "owned_ts", "broker_assignments", "generation", "group_instance_id", "group_type", "target",
+    "member_epoch", "group_epoch", "assignment_epoch",
+    "strategy_assumed", "shared_reason", "owned_unknown", "assigned_by"}
+UNREGISTER_FIELDS = EVERY_EVENT | {"address"}
+ROUTE_FIELDS = EVERY_EVENT | {"group", "groups", "queues", "brokers", "partitions"}
+
+
+def heartbeat(ts: int, group: str, client_id: str, topics: Sequence[str], strategy: str,
+              **fields: Any) -> dict[str, Any]:
+    return _with({"v": VERSION, "type": "heartbeat", "ts": ts, "group": group,
+                  "client_id": client_id, "topics": topics, "strategy": strategy},
+                 fields, HEARTBEAT_FIELDS)
+
+
+def unregister(ts: int, group: str, client_id: str, **fields: Any) -> dict[str, Any]:
+    return _with({"v": VERSION, "type": "unregister", "ts": ts, "group": group,
+                  "client_id": client_id}, fields, UNREGISTER_FIELDS)
+
+
+def route(ts: int, topic: str, **fields: Any) -> dict[str, Any]:
+    """A topic's readable queues now; name its `group` or `groups`, and one of `queues`,
+    `brokers` or (Kafka) `partitions`."""
+    return _with({"v": VERSION, "type": "route", "ts": ts, "topic": topic}, fields, ROUTE_FIELDS)
+
+
+def _with(event: dict[str, Any], fields: Mapping[str, Any], allowed: frozenset[str]
+          ) -> dict[str, Any]:
+    unknown = fields.keys() - allowed
+    if unknown:
+        raise TypeError(f"{event['type']} has no field {', '.join(sorted(unknown))} "
+                        f"(docs/events.md)")
+    for name, value in fields.items():
+        if value is not None:
+            event[name] = value
+    return event
