@@ -60,3 +60,8 @@ def _with(event: dict[str, Any], fields: Mapping[str, Any], allowed: frozenset[s
         if value is not None:
             event[name] = value
     return event
+
+
+def stamped(event: dict[str, Any], cluster: str) -> dict[str, Any]:
+    """The event naming the cluster it describes (docs/events.md, cluster)."""
+    return {**event, "cluster": cluster}

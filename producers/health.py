@@ -1,5 +1,5 @@
-"""The runtime of a long-running producer command (observe-kafka, observe-rocketmq, simulate): its
-poll loop survives every fault, and /metrics says how it is doing.
+"""A producer command's own metrics (observe-kafka, observe-rocketmq, simulate), on
+prometheus_client's Counter and Gauge; the poll loop that feeds them is producers.poll.
 
     health = PollHealth()                               # rebalance_observer_* (docs/metrics.md)
     stats = DeliveryStats()                             # the events producer's, via an Outbox
@@ -11,30 +11,27 @@ poll loop survives every fault, and /metrics says how it is doing.
         ...
         health.succeeded(groups=len(groups), members=m, events=e)
 
-    with stop_on_sigterm() as stopping:
-        run_polls(poll_once, health, interval_s=10, stopping=stopping)
-
-`run_polls` calls `poll_once` every interval; an exception from it (the cluster unreachable, a
-request timing out, a bug) is counted by cause (`health.failed`) and the loop goes on at the
-next interval. Every failing thing is logged once when it starts failing (or fails differently)
-and once when it works again, never once per retry (`StateLog`).
-
-A cause is librdkafka's error name for a confluent-kafka error (`timed_out`, `transport`, ...;
-as streaming.common.delivery names produce errors), else the exception's class (`RequestTimedOutError`,
-`KafkaTimeoutError`, `NoBrokersAvailable`, ...).
+Every failing thing is logged once when it starts failing (or fails differently) and once when
+it works again, never once per retry (streaming.common.faults.StateLog). A cause is librdkafka's
+error name for a confluent-kafka error (`timed_out`, `transport`, ...), else the exception's
+class (`RequestTimedOutError`, `KafkaTimeoutError`, `NoBrokersAvailable`, ...).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import signal
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    disable_created_metrics,
+    start_http_server,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -42,24 +39,32 @@ from streaming.common import option_values as values
 from streaming.common.faults import StateLog, error_cause
 
 log = logging.getLogger("rebalance_monitor.producers")
+# A producer's counters show no `<name>_created` series, as the job's own families do not
+# (the flag is read when a metric is collected, in this producer's process only).
+disable_created_metrics()
 
 
-class CallStats:
+class CallStats(Collector):
     """Requests to a cluster by request and outcome (`ok` or the failure's cause), and the
-    seconds they took; each (request, target) logged once per change of state. Thread-safe."""
+    seconds they took, as `<prefix>_calls_total` and `<prefix>_call_seconds_total`; each
+    (request, target) logged once per change of state. Thread-safe."""
 
-    def __init__(self, logger: logging.Logger = log) -> None:
+    def __init__(self, logger: logging.Logger = log, prefix: str = "rebalance_observer") -> None:
         self._lock = threading.Lock()
-        self._calls: Counter = Counter()     # (request, outcome) -> count
-        self._seconds: Counter = Counter()   # request -> seconds, summed
+        self._calls = Counter(f"{prefix}_calls", "Requests to the observed cluster, by request "
+                              "and outcome (ok, or the failure's cause).",
+                              ["request", "outcome"], registry=None)
+        self._seconds = Counter(f"{prefix}_call_seconds", "Seconds spent in requests, by "
+                                f"request (divide by {prefix}_calls_total for the mean).",
+                                ["request"], registry=None)
         self._states: dict[tuple[str, str], StateLog] = {}
         self._log = logger
 
     def record(self, request: str, target: str, outcome: str, elapsed_s: float,
                error: BaseException | None = None) -> None:
+        self._calls.labels(request, outcome).inc()
+        self._seconds.labels(request).inc(elapsed_s)
         with self._lock:
-            self._calls[(request, outcome)] += 1
-            self._seconds[request] += elapsed_s
             state = self._states.get((request, target))
             if state is None:
                 state = self._states[(request, target)] = StateLog(
@@ -80,13 +85,20 @@ class CallStats:
             raise
         self.record(request, target, "ok", time.monotonic() - started)
 
-    def snapshot(self) -> tuple[dict, dict]:
-        with self._lock:
-            return dict(self._calls), dict(self._seconds)
+    def snapshot(self) -> tuple[dict[tuple[str, str], float], dict[str, float]]:
+        """({(request, outcome): calls}, {request: seconds})."""
+        return (_by_labels(self._calls, "request", "outcome"),
+                {request: value for (request,), value in _by_labels(self._seconds,
+                                                                    "request").items()})
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._calls.collect()
+        yield from self._seconds.collect()
 
 
 class PollHealth(Collector):
-    """A poll loop's health as `<prefix>_*` metrics (default `rebalance_observer`):
+    """A poll loop's health as `<prefix>_*` metrics (default `rebalance_observer`), on
+    prometheus_client's own Counter and Gauge:
 
     calls_total{request,outcome}, call_seconds_total{request}   per request (`calls`)
     poll_failures_total{cause}     polls that failed, by cause
@@ -97,38 +109,45 @@ class PollHealth(Collector):
 
     def __init__(self, what: str = "poll", prefix: str = "rebalance_observer",
                  logger: logging.Logger = log, clock: Callable[[], float] = time.time) -> None:
-        self.prefix = prefix
-        self.calls = CallStats(logger)
+        self.calls = CallStats(logger, prefix)
         self.state = StateLog(what, logger)
         self._clock = clock
         self._lock = threading.Lock()
-        self.failures: Counter = Counter()
-        self.group_errors: Counter = Counter()
         self._group_states: dict[str, StateLog] = {}
         self._logger = logger
-        self.last_success_seconds = 0.0
-        self.groups = 0
-        self.members = 0
-        self.events = 0
+        self._failures = Counter(f"{prefix}_poll_failures", "Polls that failed, by cause; the "
+                                 "next one runs at the next interval.", ["cause"], registry=None)
+        self._group_errors = Counter(
+            f"{prefix}_group_errors", "Groups the cluster answered for with an error (e.g. not "
+            "authorized), by cause; they are skipped, their members kept, until they answer.",
+            ["cause"], registry=None)
+        self._last_success = Gauge(f"{prefix}_last_success_timestamp_seconds",
+                                   "Unix time the last poll completed; 0 before the first.",
+                                   registry=None)
+        self._groups = Gauge(f"{prefix}_groups", "Groups the last completed poll watched.",
+                             registry=None)
+        self._members = Gauge(f"{prefix}_members", "Members the last completed poll found.",
+                              registry=None)
+        self._events = Counter(f"{prefix}_events", "Events handed to the producer.",
+                               registry=None)
 
     def succeeded(self, groups: int, members: int = 0, events: int = 0) -> None:
-        with self._lock:
-            self.last_success_seconds = self._clock()
-            self.groups, self.members = groups, members
-            self.events += events
+        self._last_success.set(self._clock())
+        self._groups.set(groups)
+        self._members.set(members)
+        self._events.inc(events)
         self.state.ok()
 
     def failed(self, cause: str | BaseException) -> None:
         error = cause if isinstance(cause, BaseException) else None
         label = error_cause(error) if error is not None else str(cause)
-        with self._lock:
-            self.failures[label] += 1
+        self._failures.labels(label).inc()
         self.state.failed(label, error)
 
     def group_failed(self, group: str, cause: str, detail: str = "") -> None:
         """The cluster answered, but not for this group (e.g. not authorized to describe it)."""
+        self._group_errors.labels(cause).inc()
         with self._lock:
-            self.group_errors[cause] += 1
             state = self._group_states.get(group)
             if state is None:
                 state = self._group_states[group] = StateLog(f"group {group}", self._logger)
@@ -140,103 +159,49 @@ class PollHealth(Collector):
             with self._lock:
                 self._group_states.pop(group, None)
 
+    # What the last polls saw, read back from the metrics (for the commands and their tests).
+    @property
+    def failures(self) -> dict[str, int]:
+        return {cause: int(v) for (cause,), v in _by_labels(self._failures, "cause").items()}
+
+    @property
+    def group_errors(self) -> dict[str, int]:
+        return {cause: int(v) for (cause,), v in _by_labels(self._group_errors, "cause").items()}
+
+    @property
+    def groups(self) -> int:
+        return int(_value(self._groups))
+
+    @property
+    def members(self) -> int:
+        return int(_value(self._members))
+
+    @property
+    def events(self) -> int:
+        return int(_value(self._events))
+
+    @property
+    def last_success_seconds(self) -> float:
+        return _value(self._last_success)
+
     def collect(self) -> Iterator[Metric]:
-        calls, seconds = self.calls.snapshot()
-        with self._lock:
-            failures = sorted(self.failures.items())
-            group_errors = sorted(self.group_errors.items())
-            last, groups, members, events = (self.last_success_seconds, self.groups,
-                                             self.members, self.events)
-        name = self.prefix
-        family = CounterMetricFamily(
-            f"{name}_calls", "Requests to the observed cluster, by request and outcome (ok, "
-            "or the failure's cause).", labels=["request", "outcome"])
-        for (request, outcome), count in sorted(calls.items()):
-            family.add_metric([request, outcome], float(count))
-        yield family
-        family = CounterMetricFamily(
-            f"{name}_call_seconds", "Seconds spent in requests, by request (divide by "
-            f"{name}_calls_total for the mean).", labels=["request"])
-        for request, total in sorted(seconds.items()):
-            family.add_metric([request], total)
-        yield family
-        family = CounterMetricFamily(
-            f"{name}_poll_failures", "Polls that failed, by cause; the next one runs at the "
-            "next interval.", labels=["cause"])
-        for cause, count in failures:
-            family.add_metric([cause], float(count))
-        yield family
-        family = CounterMetricFamily(
-            f"{name}_group_errors", "Groups the cluster answered for with an error (e.g. not "
-            "authorized), by cause; they are skipped, their members kept, until they answer.",
-            labels=["cause"])
-        for cause, count in group_errors:
-            family.add_metric([cause], float(count))
-        yield family
-        yield GaugeMetricFamily(f"{name}_last_success_timestamp_seconds",
-                                "Unix time the last poll completed; 0 before the first.",
-                                value=last)
-        yield GaugeMetricFamily(f"{name}_groups", "Groups the last completed poll watched.",
-                                value=groups)
-        yield GaugeMetricFamily(f"{name}_members", "Members the last completed poll found.",
-                                value=members)
-        yield CounterMetricFamily(f"{name}_events", "Events handed to the producer.",
-                                  value=events)
+        yield from self.calls.collect()
+        for metric in (self._failures, self._group_errors, self._last_success, self._groups,
+                       self._members, self._events):
+            yield from metric.collect()
 
 
-def run_polls(poll_once: Callable[[], object], health: PollHealth, interval_s: float,
-              stopping: threading.Event, once: bool = False) -> bool:
-    """poll_once() every interval_s until `stopping` is set (or once); a poll that raises is
-    counted by cause and the loop goes on. Returns whether the last poll succeeded."""
-    while True:
-        started = time.monotonic()
-        try:
-            poll_once()
-            ok = True
-        except Exception as exc:  # noqa: BLE001 - no fault of one poll ends the command
-            health.failed(exc)
-            ok = False
-        if once or stopping.wait(max(0.0, interval_s - (time.monotonic() - started))):
-            return ok
+def _by_labels(metric, *labels: str) -> dict[tuple[str, ...], float]:
+    """A labelled Counter's values by its label values (its _total samples)."""
+    return {tuple(sample.labels[name] for name in labels): sample.value
+            for family in metric.collect() for sample in family.samples
+            if sample.name.endswith("_total")}
 
 
-def poll_until_stopped(poll_once: Callable[[], object], health: PollHealth, interval_s: float,
-                       once: bool, outbox=None, topic: str = "",
-                       closers: tuple[Callable[[], object], ...] = (),
-                       close_timeout_s: float = 30.0) -> int:
-    """A poll command's whole run: run_polls until SIGTERM or Ctrl-C (or once), then `closers`,
-    then the outbox (a streaming.common.delivery.Outbox, or None for --stdout) flushed for up to
-    close_timeout_s, what is left counted unflushed. The exit code: 1 only when `once` and the
-    poll failed or an event was not delivered; a fault in a long run never ends it."""
-    ok = True
-    try:
-        with stop_on_sigterm() as stopping:
-            ok = run_polls(poll_once, health, interval_s, stopping, once=once)
-    finally:
-        for close in closers:
-            close()
-        if outbox is not None:
-            count_unflushed(outbox.stats, topic, outbox.close(close_timeout_s))
-    if once and outbox is not None:
-        ok = ok and not outbox.stats.snapshot().undelivered
-    return 0 if ok or not once else 1
-
-
-@contextlib.contextmanager
-def stop_on_sigterm() -> Iterator[threading.Event]:
-    """An event set by SIGTERM (and by Ctrl-C), so the loop ends cleanly and the producer
-    flushes. Off the main thread (a library caller) nothing is installed."""
-    stopping = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
-        yield stopping
-        return
-    before = signal.signal(signal.SIGTERM, lambda *_: stopping.set())
-    try:
-        yield stopping
-    except KeyboardInterrupt:
-        stopping.set()
-    finally:
-        signal.signal(signal.SIGTERM, before)
+def _value(metric) -> float:
+    """An unlabelled Counter's or Gauge's value."""
+    return next(sample.value for family in metric.collect() for sample in family.samples
+                if not sample.name.endswith("_created"))
 
 
 def serve_metrics(port: int | None, host: str = "0.0.0.0",
@@ -261,20 +226,6 @@ class CountCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         yield self._family(self._name, self._doc, value=float(self._read()))
-
-
-def count_unflushed(stats, topic: str, left: int) -> None:
-    """Records still in the producer when it closed are lost: count them (cause `unflushed`)
-    in a streaming.common.delivery.DeliveryStats, so /metrics and the exit code say so."""
-    for _ in range(left):
-        stats.count("undelivered", (topic, "unflushed"))
-    if left:
-        log.warning("%d record(s) to %s undelivered when the producer closed", left, topic)
-
-
-def stamped(event: dict, cluster: str) -> dict:
-    """The event naming the cluster it describes (docs/events.md, cluster)."""
-    return {"cluster": cluster, **event}
 
 
 def add_metrics_arguments(parser, what: str) -> None:

@@ -51,10 +51,9 @@ from producers import events, kafka_protocol
 from producers.health import (
     PollHealth,
     add_metrics_arguments,
-    poll_until_stopped,
     serve_metrics,
-    stamped,
 )
+from producers.poll import poll_until_stopped
 from streaming.common import option_values as values
 from streaming.common.delivery import DeliveryStats, Outbox, Record, RetryPolicy
 from streaming.common.delivery_metrics import DeliveryCollector
@@ -574,7 +573,7 @@ def _publish(result: Translation, outbox: Outbox | None, topic: str,
         if summary:
             print(summary, file=sys.stderr)
     for event in result.events:
-        value = json.dumps(stamped(event, cluster), separators=(",", ":"))
+        value = json.dumps(events.stamped(event, cluster), separators=(",", ":"))
         if outbox is None:
             print(value)
         else:

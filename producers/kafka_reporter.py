@@ -62,8 +62,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 
 from producers import events
-from producers.health import count_unflushed, stamped
-from streaming.common.delivery import DeliveryStats, Outbox, Record, RetryPolicy
+from streaming.common.delivery import DeliveryStats, Outbox, Record, RetryPolicy, count_unflushed
 from streaming.common.faults import StateLog, error_cause
 
 log = logging.getLogger("rebalance_monitor.reporter")
@@ -214,7 +213,7 @@ class RebalanceReporter:
 
     def _send(self, event: dict) -> None:
         if self.cluster is not None:
-            event = stamped(event, self.cluster)
+            event = events.stamped(event, self.cluster)
         try:
             self.outbox.send(Record(self.events_topic,
                                     json.dumps(event, separators=(",", ":")).encode(),

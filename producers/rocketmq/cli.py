@@ -24,10 +24,9 @@ import sys
 from producers.health import (
     PollHealth,
     add_metrics_arguments,
-    poll_until_stopped,
     serve_metrics,
-    stamped,
 )
+from producers.poll import poll_until_stopped
 from producers.rocketmq.admin import RocketMQAdmin
 from producers.rocketmq.bridge import STRATEGIES, AssumedStrategies
 from producers.rocketmq.observer import ObserverOptions, RocketMQObserver
@@ -146,7 +145,7 @@ def main(args: argparse.Namespace) -> int:
     def poll_once() -> None:
         events = observer.poll()
         for event in events:
-            _publish(stamped(event, cluster), outbox, args.topic)
+            _publish(events.stamped(event, cluster), outbox, args.topic)
             _say_assumed_strategy(event, assumed)
         if not observer.namesrv_answered:
             raise NameServerUnreachable(f"no answer from {args.namesrv}; went on with the "

@@ -37,13 +37,12 @@ from functools import partial
 from producers.health import (
     CountCollector,
     add_metrics_arguments,
-    count_unflushed,
     serve_metrics,
 )
 from producers.simulator.clock import DEFAULT_EPOCH_MS, FastClock, RealtimeClock
 from producers.simulator.scenarios import SCENARIOS, Scenario, Steady
 from streaming.common import option_values as values
-from streaming.common.delivery import RETRIABLE, DeliveryStats
+from streaming.common.delivery import RETRIABLE, DeliveryStats, count_unflushed
 from streaming.common.delivery_metrics import DeliveryCollector
 from streaming.common.faults import Backoff, StateLog, cause_of, error_cause
 from streaming.common.kafka_options import options_or_exit

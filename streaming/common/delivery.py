@@ -239,3 +239,12 @@ class Outbox:
     def _cut(self, record: Record, limit: int) -> Record:
         self.stats.count("truncated", record.topic)
         return cut_to_fit(record, limit)
+
+
+def count_unflushed(stats, topic: str, left: int) -> None:
+    """Records still in the producer when it closed are lost: count them (cause `unflushed`)
+    in a DeliveryStats, so /metrics and the exit code say so."""
+    for _ in range(left):
+        stats.count("undelivered", (topic, "unflushed"))
+    if left:
+        log.warning("%d record(s) to %s undelivered when the producer closed", left, topic)

@@ -44,7 +44,7 @@ from streaming.exporter import (
     SnapshotStore,
 )
 from streaming.exporter.api import group_api
-from streaming.exporter.health import RestartCounter, SourceCollector
+from streaming.exporter.health import SourceCollector, query_restarts
 from streaming.exporter.prerender import Prerender
 from streaming.jars import spark_kafka_conf
 from streaming.spark import kafka_client
@@ -203,7 +203,7 @@ class Monitor:
         self.store = SnapshotStore(self.group_text)
         self.prerender = Prerender(lambda: self.group_text.exposition(self.store.health()))
         self.delivery = DeliveryStats()
-        self.restarts = RestartCounter()
+        self.restarts = query_restarts()
         self.source_probe = SourceProbe(
             kafka_client.client_settings(
                 config.bootstrap_servers,
@@ -263,7 +263,7 @@ class Monitor:
             if time.monotonic() - started > max_backoff_s:
                 backoff.reset()  # it had run well for a while: a new failure, not a loop
             cause = _failure_cause(error)
-            self.restarts.inc(cause)
+            self.restarts.labels(cause).inc()
             wait = backoff.next()
             log.error("streaming query failed (%s); restarting it on its checkpoint in %.0f s: %s",
                       cause, wait, error)

@@ -19,7 +19,7 @@ from streaming.exporter import (
     JobHealthCollector,
     SnapshotStore,
 )
-from streaming.exporter.health import RestartCounter, SourceCollector
+from streaming.exporter.health import SourceCollector, query_restarts
 from streaming.exporter.server import metrics_app
 from streaming.spark.source_probe import SourceHealth
 from tests.support import Scrape
@@ -63,11 +63,11 @@ def emitted() -> set[str]:
                         last_batch_timestamp_seconds=1.0, max_event_time_ms=5,
                         clusters={"default": (5, False), "gone": (1, True)},
                         stale_groups=[GroupKey("rocketmq", "rmq-stale", "gone")])
-    delivery, restarts = DeliveryStats(), RestartCounter()
+    delivery, restarts = DeliveryStats(), query_restarts()
     for counter in ("errors", "undelivered"):
         delivery.count(counter, ("dlq", "invalid_record"))
     delivery.count("truncated", "dlq")
-    restarts.inc("StreamingQueryException")
+    restarts.labels("StreamingQueryException").inc()
     source = SourceHealth(up=False, errors={"all_brokers_down": 1})
     registry = CollectorRegistry()
     for collector in (JobHealthCollector(store), SourceCollector(lambda: source),

@@ -15,9 +15,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from producers.health import (
     CallStats,
     PollHealth,
-    run_polls,
     serve_metrics,
 )
+from producers.poll import run_polls
 from streaming.common.faults import StateLog, error_cause
 from streaming.embedded_broker import free_port
 

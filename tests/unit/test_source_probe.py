@@ -6,7 +6,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from streaming.common.delivery import DeliveryStats
 from streaming.common.delivery_metrics import DeliveryCollector
-from streaming.exporter.health import RestartCounter, SourceCollector
+from streaming.exporter.health import SourceCollector, query_restarts
 from streaming.spark.source_probe import SourceProbe
 
 pytestmark = pytest.mark.unit
@@ -62,8 +62,8 @@ def test_delivery_and_restart_collectors_expose_counts_by_topic_and_cause():
     stats.count("errors", ("dlq", "invalid_record"))
     stats.count("undelivered", ("dlq", "invalid_record"))
     stats.count("truncated", "dlq")
-    restarts = RestartCounter()
-    restarts.inc("StreamingQueryException")
+    restarts = query_restarts()
+    restarts.labels("StreamingQueryException").inc()
     text = scrape(DeliveryCollector(stats), restarts)
     assert 'rebalance_monitor_produce_errors_total{cause="invalid_record",topic="dlq"} 1.0' in text
     assert 'rebalance_monitor_undelivered_records_total{cause="invalid_record",topic="dlq"} 1.0' in text
