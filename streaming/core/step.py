@@ -73,11 +73,12 @@ from streaming.core.contract import (
     GroupDetail,
     GroupKey,
     GroupMetrics,
+    JsonValue,
     Queue2,
     StepOutput,
 )
 from streaming.core.detail import group_detail
-from streaming.core.state.codec import Stored, StoredBody, decode, decode_body, encode, render_state
+from streaming.core.state.codec import StoredBody, decode, decode_body, encode, render_state
 from streaming.core.state.events import Event
 from streaming.core.state.group import (
     Change,
@@ -89,6 +90,7 @@ from streaming.core.state.group import (
 )
 from streaming.core.state.refresh import Refreshes
 from streaming.core.state.rerun import Claims, claims_of, rerun
+from streaming.core.state.stored import Stored
 from streaming.core.times import LONG_AGO, START, Cursor
 
 # The times a step deals in (ts, clock, state.now, the step's now, the watermark, the horizon,
@@ -126,6 +128,17 @@ class Replay:
         if self.findings is None:
             self.findings = fnd.compute(self.state)
         return self.findings
+
+
+class Window(NamedTuple):
+    """What a step cuts for the new blob before it concludes: the settled state (rendered), the
+    events still inside the reorder window (`pending_raw`: those kept in their stored JSON form,
+    before `pending`) and the window's lower edge."""
+
+    settled: str
+    pending: list[tuple[Event, int]]
+    horizon: int
+    pending_raw: Sequence[JsonValue] = ()
 
 
 class Stepped(NamedTuple):
@@ -232,8 +245,7 @@ def _replay_window(stored: Stored[GroupState], events: Sequence[tuple[Event, int
     pending = _settle(view, window, horizon)
     settled_text = render_state(view.state)  # rendered now: the replay below goes on with it
     _replay(view, pending, now)
-    return _conclude(view, stored.open_findings, published,
-                     Stored(settled_text, pending, horizon, {}, 0))
+    return _conclude(view, stored.open_findings, published, Window(settled_text, pending, horizon))
 
 
 class Following(NamedTuple):
@@ -270,8 +282,7 @@ def _onto_view_edge_kept(body: StoredBody, following: Following) -> Stepped:
     come after both (`_following`)."""
     published = Cursor(body.now, body.now_offset)
     view = _onto_view(body.view(), following, published)  # type: ignore[arg-type]  # _following: a view
-    kept = Stored(body.settled_text(), following.events, following.horizon, {}, 0,
-                  pending_raw=body.pending_raw())
+    kept = Window(body.settled_text(), following.events, following.horizon, body.pending_raw())
     return _conclude(view, body.open_findings(), published, kept)
 
 
@@ -286,7 +297,7 @@ def _onto_view_edge_in_new_events(body: StoredBody, following: Following) -> Ste
     settled_text = render_state(view.state)
     _replay(view, pending, following.now)
     return _conclude(view, body.open_findings(), published,
-                     Stored(settled_text, pending, following.horizon, {}, 0))
+                     Window(settled_text, pending, following.horizon))
 
 
 def _onto_view_edge_past_window(stored: Stored[GroupState], following: Following,
@@ -301,8 +312,7 @@ def _onto_view_edge_past_window(stored: Stored[GroupState], following: Following
     settled = Replay(stored.settled)
     pending = _settle(settled, stored.pending, following.horizon)
     view = _onto_view(stored.view, following, published)  # type: ignore[arg-type]  # _following: a view
-    kept = Stored(render_state(settled.state), [*pending, *following.events], following.horizon,
-                  {}, 0)
+    kept = Window(render_state(settled.state), [*pending, *following.events], following.horizon)
     return _conclude(view, stored.open_findings, published, kept)
 
 
@@ -322,9 +332,9 @@ def _publishing(replay: Replay, published: Cursor) -> Replay:
 
 
 def _conclude(view: Replay, open_findings: Mapping[FindingIdentity, int],
-              published_at: Cursor, kept: Stored[str]) -> Stepped:
+              published_at: Cursor, window: Window) -> Stepped:
     """Findings of the view, the transitions to publish after `published_at`, the new blob
-    (`kept` gives its settled state and window), and the group's detail if it changed."""
+    (`window` gives its settled state and window), and the group's detail if it changed."""
     state = view.state
     current = view.current_findings()
     now = state.now
@@ -336,11 +346,12 @@ def _conclude(view: Replay, open_findings: Mapping[FindingIdentity, int],
     if not state.members and now > state.clock + state.session_timeout_ms:
         changes += fnd.diff(open_now, {}, {}, key, now)
         return Stepped(StepOutput(None, None, changes, None), None)
-    reached = max(published_at, (now, -1), *((e.ts, o) for e, o in kept.pending[-1:]))
-    kept.open_findings, (kept.now, kept.now_offset) = open_now, reached
+    reached = max(published_at, (now, -1), *((e.ts, o) for e, o in window.pending[-1:]))
     # With no event inside the window, the view is the settled state plus expiry: the next step
     # gets it as cheaply by replaying nothing, so it is not stored twice.
-    kept.view = state if kept.pending or kept.pending_raw else None
+    kept = Stored(window.settled, window.pending, window.horizon, open_now, reached[0],
+                  reached[1], state if window.pending or window.pending_raw else None,
+                  list(window.pending_raw))
     refreshes = Refreshes(state, kept.now, _last_pending(kept))
     # Spark wakes the group at its next expiry (of a member, a broker's entry, or the group
     # itself), so a group that goes quiet still expires, and its series go, in event time.

@@ -19,10 +19,11 @@ import statistics
 import time
 
 from streaming.core.allocation import allocate, sort_client_ids, sort_queues
-from streaming.core.state.codec import Stored, decode, encode
+from streaming.core.state.codec import decode, encode
 from streaming.core.state.events import parse_event
 from streaming.core.state.group import GroupState, apply_event
 from streaming.core.state.rerun import rerun
+from streaming.core.state.stored import Stored
 from streaming.core.step import Replay, StepConfig, _react, step
 from tests.benchmarks.machine import describe_machine
 

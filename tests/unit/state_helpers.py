@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from streaming.core.contract import FindingRecord, GroupMetrics, StepOutput
 from streaming.core.state.codec import decode, encode
 from streaming.core.state.events import parse_event
@@ -35,9 +37,7 @@ def without_view(blob: bytes | None) -> bytes | None:
     """The blob with its stored view dropped: a step from it replays the window."""
     if blob is None:
         return None
-    stored = decode(blob)
-    stored.view = None
-    return encode(stored)
+    return encode(replace(decode(blob), view=None))
 
 
 def queues(broker: str, ids) -> list:

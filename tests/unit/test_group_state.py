@@ -2,10 +2,11 @@
 
 import pytest
 
-from streaming.core.state.codec import CodecError, Stored, decode, encode, queues_in, queues_out
+from streaming.core.state.codec import CodecError, decode, encode, queues_in, queues_out
 from streaming.core.state.events import parse_event
 from streaming.core.state.group import GroupState, apply_event, expire_next, expire_until
 from streaming.core.state.rerun import claims_of, rerun
+from streaming.core.state.stored import Stored
 from streaming.core.step import StepConfig, metrics_of, step
 from tests.unit.state_helpers import T0, Run, hb, parsed, route
 

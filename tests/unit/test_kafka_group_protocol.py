@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.core.state.codec import Stored, decode, encode
+from streaming.core.state.codec import decode, encode
 from streaming.core.state.events import GroupProtocol, Invalid, parse_event
 from streaming.core.state.group import GroupState, apply_event
+from streaming.core.state.stored import Stored
 from tests.unit.state_helpers import Run, kinds
 
 pytestmark = pytest.mark.unit

@@ -20,12 +20,13 @@ from __future__ import annotations
 import json
 import zlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
-from typing import Any, Generic, TypeVar
+from dataclasses import fields
+from typing import Any, TypeVar
 
 from streaming.core.contract import FindingIdentity, JsonObject, JsonValue, Owned, Queue2
 from streaming.core.state.events import BrokerAnswers, Event, GroupProtocol
 from streaming.core.state.group import GroupState, Member, MemberKey
+from streaming.core.state.stored import Stored
 from streaming.core.times import ALL_PUBLISHED, UNKNOWN_DEADLINE
 
 # 2: state keyed by (system, group); the per-group event and ignored-event counts are gone.
@@ -33,32 +34,11 @@ VERSION = 2
 
 # A queue list in the blob: broker -> its queue ids, a run of them as [first, last].
 QueueRuns = dict[str, list[int | list[int]]]
-_Settled = TypeVar("_Settled", GroupState, str)
 _T = TypeVar("_T")
 
 
 class CodecError(ValueError):
     """The bytes are not a state blob this build can read."""
-
-
-@dataclass
-class Stored(Generic[_Settled]):
-    """What the blob holds: the settled state, the events still inside the reorder window, the
-    window's lower edge, the findings last published (identity -> since) and the step's time.
-    Finding transitions are published up to (now, now_offset): the offset of the last event at
-    `now` that step() applied (-1: none, only expiries up to `now`)."""
-
-    settled: _Settled                # str: already rendered by render_state
-    pending: list[tuple[Event, int]]
-    horizon: int
-    open_findings: dict[FindingIdentity, int]   # as last published: identity -> since
-    now: int
-    now_offset: int = -1
-    # The state after `pending`, expired up to `now` (what the last step showed); None in blobs
-    # written before it existed. Lets a step whose events all come after it skip the replay.
-    view: GroupState | str | None = None
-    # Window events still in their stored JSON form ([offset, event]), before `pending`.
-    pending_raw: list[JsonValue] = field(default_factory=list)
 
 
 def render_state(state: GroupState) -> str:
@@ -74,8 +54,7 @@ def encode(stored: Stored[GroupState] | Stored[str]) -> bytes:
     state_text = settled if isinstance(settled, str) else render_state(settled)
     text = '{"s":' + state_text + "," + _dumps(rest)[1:]
     if stored.view is not None:
-        view = stored.view
-        text = text[:-1] + ',"w":' + (view if isinstance(view, str) else render_state(view)) + "}"
+        text = text[:-1] + ',"w":' + render_state(stored.view) + "}"
     return bytes([VERSION]) + zlib.compress(text.encode("utf-8", "surrogatepass"), 6)
 
 
