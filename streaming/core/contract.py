@@ -36,6 +36,12 @@ JsonValue = Any
 JsonObject = dict[str, JsonValue]
 
 System = Literal["rocketmq", "kafka"]
+# Every finding the core raises (docs/events.md, findings); the two conflicts come first.
+FindingKind = Literal[
+    "double_assignment", "orphaned_queue", "skew", "idle_client", "subscription_inconsistent",
+    "strategy_inconsistent", "client_id_collision", "view_divergent", "broker_view_divergent",
+    "allocation_mismatch", "holdings_pending", "handoff_pending", "target_unassigned",
+    "target_skew", "broker_split_view"]
 Status = Literal["started", "ended"]
 # The rows the state function gives the driver, by their kind column.
 RowKind = Literal["metrics", "removed", "finding", "dead_letter", "counts", "detail"]

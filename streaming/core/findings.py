@@ -23,10 +23,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import groupby
 from operator import attrgetter
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, get_args
 
 from streaming.core.contract import (
     FindingIdentity,
+    FindingKind,
     FindingRecord,
     GroupKey,
     GroupMetrics,
@@ -43,16 +44,13 @@ from streaming.core.state.rerun import (
     shared_params,
 )
 
-KINDS = ("double_assignment", "orphaned_queue", "skew", "idle_client",
-         "subscription_inconsistent", "strategy_inconsistent", "client_id_collision",
-         "view_divergent", "broker_view_divergent", "allocation_mismatch", "holdings_pending",
-         "handoff_pending", "target_unassigned", "target_skew", "broker_split_view")
-CONFLICT_KINDS = ("double_assignment", "orphaned_queue")
+KINDS: tuple[FindingKind, ...] = get_args(FindingKind)
+CONFLICT_KINDS: tuple[FindingKind, ...] = ("double_assignment", "orphaned_queue")
 
 
 @dataclass(frozen=True)
 class Finding:
-    kind: str
+    kind: FindingKind
     topic: str | None = None
     queue: Queue2 | None = None
     clients: tuple[str, ...] = ()
@@ -261,7 +259,7 @@ def _target_findings(route: TopicQueues,
         "skew_ratio": ratio, "ideal": ideal, "max_load": peak, "busiest": busiest})]
 
 
-def _inconsistency(kind: str, active: list[Member],
+def _inconsistency(kind: FindingKind, active: list[Member],
                    facet: Callable[[Member], tuple[object, ...]]) -> list[Finding]:
     """One finding naming the members whose facet differs from the most common one."""
     votes = Counter(facet(m) for m in active)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import zlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
 from streaming.core.contract import FindingIdentity, JsonObject, JsonValue, Owned, Queue2
@@ -78,12 +78,15 @@ def decode_body(blob: bytes) -> StoredBody:
         raise CodecError(f"corrupt state blob (version {VERSION}): {error}") from error
 
 
+@dataclass(frozen=True)
 class StoredBody:
     """A decoded blob as JSON values; its parts become objects only when asked for, so a step
     that leaves the settled state and the window as they are never converts them."""
 
-    def __init__(self, body: JsonObject, horizon: int, now: int, now_offset: int) -> None:
-        self.body, self.horizon, self.now, self.now_offset = body, horizon, now, now_offset
+    body: JsonObject
+    horizon: int
+    now: int
+    now_offset: int
 
     def stored(self, with_view: bool = True) -> Stored[GroupState]:
         body = self.body
