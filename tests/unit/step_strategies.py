@@ -5,7 +5,7 @@ with: events of one group ("g") of either system, and whole scenarios cut into b
 from hypothesis import strategies as st
 
 from streaming.core.step import StepConfig
-from tests.unit.state_helpers import T0
+from tests.unit.state_helpers import T0, parsed
 
 CONFIG = StepConfig(session_timeout_ms=1_000, kafka_session_timeout_ms=1_000,
                     reorder_window_ms=300)
@@ -82,3 +82,15 @@ def scenario(draw, reordered: bool = True):
     cuts = sorted(draw(st.sets(st.integers(1, max(1, len(raws) - 1)), max_size=6)))
     final_watermark = draw(st.sampled_from([None, nominal, nominal + 900, nominal + 5_000]))
     return raws, cuts, final_watermark
+
+
+def batches_of(case, watermark_shifts):
+    """A scenario's events cut into its batches, each with its watermark: a shift from the
+    batch's newest event time, or None."""
+    raws, cuts, _ = case
+    items = parsed(raws)
+    bounds = [0, *cuts, len(items)]
+    for index, (start, end) in enumerate(zip(bounds, bounds[1:], strict=False)):
+        batch = items[start:end]
+        shift = watermark_shifts[index]
+        yield batch, None if shift is None or not batch else max(e.ts for e, _ in batch) + shift

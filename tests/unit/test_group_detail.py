@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from streaming.core.contract import GroupDetail
 from streaming.core.step import StepConfig, snapshot_of, step
 from tests.unit.state_helpers import T0, Run, hb, parsed, queues, route, without_view
-from tests.unit.step_strategies import CONFIG, scenario
+from tests.unit.step_strategies import CONFIG, batches_of, scenario
 
 pytestmark = pytest.mark.unit
 
@@ -102,13 +102,8 @@ def test_the_detail_a_restart_rebuilds_is_the_one_emitted_last():
 def test_the_last_detail_emitted_is_always_the_groups_detail(case, watermark_shifts):
     """Batch for batch: the step from the stored view emits a detail when the full replay's
     differs from the last one emitted, and the same one; a restart rebuilds it from the blob."""
-    raws, cuts, _ = case
-    items = parsed(raws)
-    blob, last, bounds = None, None, [0, *cuts, len(items)]
-    for index, (start, end) in enumerate(zip(bounds, bounds[1:], strict=False)):
-        batch = items[start:end]
-        shift = watermark_shifts[index]
-        watermark = None if shift is None or not batch else max(e.ts for e, _ in batch) + shift
+    blob, last = None, None
+    for batch, watermark in batches_of(case, watermark_shifts):
         fast = step(blob, batch, watermark_ms=watermark, config=CONFIG)
         full = step(without_view(blob), batch, watermark_ms=watermark, config=CONFIG)
         if fast.detail is not None:

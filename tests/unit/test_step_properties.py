@@ -16,7 +16,7 @@ from streaming.core import findings as fnd
 from streaming.core.state.codec import decode, render_state
 from streaming.core.step import StepConfig, step
 from tests.unit.state_helpers import T0, hb, parsed, route, without_view
-from tests.unit.step_strategies import CONFIG, scenario
+from tests.unit.step_strategies import CONFIG, batches_of, scenario
 
 pytestmark = [pytest.mark.unit, pytest.mark.slow]
 
@@ -158,13 +158,8 @@ def test_continuing_from_the_stored_view_equals_the_full_replay(case, watermark_
     """A step takes the short way (no window replay) only when that cannot change anything:
     each batch gives the same output and blob from the stored view as from the window replay,
     whatever the watermark says, even one ahead of events still to come."""
-    raws, cuts, _ = case
-    items = parsed(raws)
-    blob, bounds = None, [0, *cuts, len(items)]
-    for index, (start, end) in enumerate(zip(bounds, bounds[1:], strict=False)):
-        batch = items[start:end]
-        shift = watermark_shifts[index]
-        watermark = None if shift is None or not batch else max(e.ts for e, _ in batch) + shift
+    blob = None
+    for batch, watermark in batches_of(case, watermark_shifts):
         fast = step(blob, batch, watermark_ms=watermark, config=CONFIG)
         full = step(without_view(blob), batch, watermark_ms=watermark, config=CONFIG)
         assert (fast.findings, fast.metrics) == (full.findings, full.metrics)
