@@ -21,6 +21,7 @@ import logging
 import os
 import sys
 
+from producers import events
 from producers.health import (
     PollHealth,
     add_metrics_arguments,
@@ -143,15 +144,15 @@ def main(args: argparse.Namespace) -> int:
     assumed: set[tuple[str, str]] = set()
 
     def poll_once() -> None:
-        events = observer.poll()
-        for event in events:
+        polled = observer.poll()
+        for event in polled:
             _publish(events.stamped(event, cluster), outbox, args.topic)
             _say_assumed_strategy(event, assumed)
         if not observer.namesrv_answered:
             raise NameServerUnreachable(f"no answer from {args.namesrv}; went on with the "
                                         "brokers it last named")
         health.succeeded(groups=observer.groups_seen, members=observer.members_seen,
-                         events=len(events))
+                         events=len(polled))
 
     return poll_until_stopped(poll_once, health, args.interval, args.once, outbox, args.topic,
                               closers=(observer.close, client.close))

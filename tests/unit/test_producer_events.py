@@ -53,3 +53,31 @@ def test_no_producer_builds_an_event_by_hand():
                     for k, v in zip(node.keys, node.values, strict=True)):
                 found.append(f"{path.relative_to(PRODUCERS)}:{node.lineno}")
     assert found == []
+
+
+def test_no_module_that_uses_the_builders_hides_them_behind_a_local_name():
+    """`events = ...` in a module that imports the builders as `events` makes its
+    `events.heartbeat(...)` fail at run time (a CI run met one in observe-rocketmq)."""
+    hidden = []
+    for path in sorted(PRODUCERS.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        uses = any(isinstance(node, ast.ImportFrom) and node.module == "producers"
+                   and any(alias.name == "events" and alias.asname is None
+                           for alias in node.names) for node in ast.walk(tree))
+        scopes = [tree, *(n for n in ast.walk(tree)
+                          if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef))]
+        hidden += [f"{path.relative_to(PRODUCERS)}:{node.lineno}"
+                   for scope in scopes if uses for node in _own_nodes(scope)
+                   if isinstance(node, ast.Name) and node.id == "events"
+                   and isinstance(node.ctx, ast.Store)]
+    assert hidden == []
+
+
+def _own_nodes(scope: ast.AST):
+    """The nodes of a module's or function's own scope: not inside a class body (a class's
+    `events` field hides nothing from the functions)."""
+    for child in ast.iter_child_nodes(scope):
+        if isinstance(child, ast.ClassDef):
+            continue
+        yield child
+        yield from _own_nodes(child)
