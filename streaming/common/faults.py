@@ -75,6 +75,17 @@ class StateLog:
         self._log = logger
         self._lock = threading.Lock()
 
+    def __getstate__(self) -> dict[str, object]:
+        """Picklable without its lock: Spark ships a source reader that holds one to its
+        workers."""
+        state = dict(self.__dict__)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def failed(self, cause: str, error: BaseException | None = None, detail: str = "") -> bool:
         with self._lock:
             self.failures += 1

@@ -159,3 +159,13 @@ def test_metrics_are_served_on_the_port():
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         text = response.read().decode()
     assert 'rebalance_observer_poll_failures_total{cause="timed_out"} 1.0' in text
+
+
+def test_a_state_log_survives_pickling_as_a_spark_source_reader_needs(caplog):
+    import pickle
+
+    caplog.set_level(logging.INFO)
+    state = pickle.loads(pickle.dumps(StateLog("events topic T: events broker")))
+    assert state.failed("transport") and not state.failed("transport") and state.ok()
+    assert [r.getMessage() for r in caplog.records][-1].startswith(
+        "events topic T: events broker works again (was failing: transport, 2 time(s))")
