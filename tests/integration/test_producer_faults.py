@@ -139,7 +139,7 @@ def test_simulate_goes_on_through_a_broker_pause_and_loses_nothing(own_broker, t
     # Each change of the topic's state logged once, not once per failed record.
     failing = log_lines(log, f"delivery to {topic} failing")
     assert 1 <= len(failing) <= 3, log[-3000:]
-    assert 1 <= len(log_lines(log, f"delivery to {topic} recovered")) <= 3, log[-3000:]
+    assert 1 <= len(log_lines(log, f"delivery to {topic} works again")) <= 3, log[-3000:]
 
 
 def test_simulate_stopped_by_sigterm_flushes_and_says_so(kafka_bootstrap, make_topic, tmp_path):
