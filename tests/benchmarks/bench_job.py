@@ -388,7 +388,7 @@ def detection_latency(bootstrap: str, topic: str, monitor, args, batch_log: Batc
     p50, p99 = p50_p99(latencies)
     rate = "the fleet's real rate" if args.fleet_seconds else f"{args.background_rate:,}/s"
     print(f"detection latency over {len(latencies)} probes with {rate} "
-          f"background heartbeats, trigger {args.trigger}: p50 {p50:.2f} s, p99 {p99:.2f} s, "
+          f"background heartbeats, trigger {args.trigger_ms} ms: p50 {p50:.2f} s, p99 {p99:.2f} s, "
           f"max {max(latencies):.2f} s")
 
 
