@@ -47,12 +47,13 @@ from functools import partial
 
 import kafka.errors as Errors
 
-from producers import events, kafka_protocol
+from producers import events
 from producers.health import (
     PollHealth,
     add_metrics_arguments,
     serve_metrics,
 )
+from producers.kafka import protocol as kafka_protocol
 from producers.poll import poll_until_stopped
 from streaming.common import option_values as values
 from streaming.common.delivery import DeliveryStats, Outbox, Record, RetryPolicy

@@ -268,7 +268,7 @@ def test_a_manual_assign_beside_the_group_is_a_double_assignment_that_fires_the_
         watched, tmp_path):
     from confluent_kafka import Consumer, TopicPartition
 
-    from producers.kafka_reporter import RebalanceReporter
+    from producers.kafka.reporter import RebalanceReporter
 
     topic, group = fresh("manual"), fresh("g-manual")
     create_topic(watched.bootstrap, topic, 4)
@@ -394,8 +394,8 @@ def test_a_share_groups_members_share_a_partition_and_nothing_alerts(watched):
     from confluent_kafka import ShareConsumer
     from kafka.errors import KafkaError
 
+    from producers.kafka.protocol import describe_share_groups
     from producers.kafka_observer import _kafka_python_admin
-    from producers.kafka_protocol import describe_share_groups
 
     topic, group = fresh("share"), fresh("g-share")
     create_topic(watched.bootstrap, topic, 1)

@@ -1,4 +1,4 @@
-"""producers/kafka_protocol.py against the real Apache Kafka 4.3 broker: a KIP-848 group of two
+"""producers/kafka/protocol.py against the real Apache Kafka 4.3 broker: a KIP-848 group of two
 confluent-kafka consumers described through ConsumerGroupDescribe (epochs, assignor, each
 member's assignment as the consumer itself reports it), a classic group asked the same way (an
 error code, not an exception), a KIP-932 share group of two confluent-kafka share consumers
@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Consumer, ShareConsumer
 from kafka.admin import KafkaAdminClient
 
-from producers.kafka_protocol import (
+from producers.kafka.protocol import (
     describe_consumer_groups,
     describe_share_groups,
     list_groups,

@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from producers.kafka_reporter import RebalanceReporter
+from producers.kafka.reporter import RebalanceReporter
 from streaming.core.allocation.kafka import KafkaMember, assign
 from streaming.core.state.events import Event, parse_event
 from tests.support import wait_until

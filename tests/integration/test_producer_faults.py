@@ -15,7 +15,7 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from producers.kafka_reporter import RebalanceReporter
+from producers.kafka.reporter import RebalanceReporter
 from producers.simulator import cli as simulator_cli
 from producers.simulator.clock import FastClock
 from streaming.common.topics import create_topic

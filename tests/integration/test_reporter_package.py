@@ -23,7 +23,7 @@ JOB_PACKAGES = ("pyspark", "pandas", "pyarrow")
 CONSUMER = textwrap.dedent("""
     import json, sys
     from confluent_kafka import Consumer
-    from producers.kafka_reporter import RebalanceReporter
+    from producers.kafka.reporter import RebalanceReporter
 
     bootstrap, topic, events, group = sys.argv[1:5]
     reporter = RebalanceReporter({"bootstrap.servers": bootstrap}, events, group, "range",

@@ -12,12 +12,12 @@ from confluent_kafka import KafkaError
 from kafka.errors import KafkaTimeoutError, RequestTimedOutError
 
 from producers import kafka_observer
-from producers.kafka_observer import KafkaGroupObserver
-from producers.kafka_protocol import (
+from producers.kafka.protocol import (
     ConsumerGroupDescription,
     ConsumerGroupMember,
     UnsupportedGroupApi,
 )
+from producers.kafka_observer import KafkaGroupObserver
 from streaming.common.delivery import DeliveryStats, Outbox
 from tests.unit.fake_clients import FakeAdmin, FakeMetadata, LockedFakeProducer, Script
 

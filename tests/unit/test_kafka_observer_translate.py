@@ -6,16 +6,16 @@ from collections import namedtuple
 
 import pytest
 
-from producers.kafka_observer import (
-    translate_consumer_group,
-    translate_group,
-    translate_share_group,
-)
-from producers.kafka_protocol import (
+from producers.kafka.protocol import (
     ConsumerGroupDescription,
     ConsumerGroupMember,
     ShareGroupDescription,
     ShareGroupMember,
+)
+from producers.kafka_observer import (
+    translate_consumer_group,
+    translate_group,
+    translate_share_group,
 )
 from streaming.core.state.events import Event, parse_event
 

@@ -1,4 +1,4 @@
-"""producers/kafka_protocol.py without a broker: the requests' bytes, responses built with the
+"""producers/kafka/protocol.py without a broker: the requests' bytes, responses built with the
 generated Response classes and decoded back into the dataclasses, group-level errors, the
 "broker does not know the API" error, and one request per coordinator (a scripted client)."""
 
@@ -15,8 +15,8 @@ import pytest
 from kafka.protocol.broker_version_data import BrokerVersionData
 from kafka.protocol.metadata import CoordinatorType
 
-from producers import kafka_protocol as kp
-from producers.kafka_protocol import (
+from producers.kafka import protocol as kp
+from producers.kafka.protocol import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupDescribeResponse,
     ConsumerGroupDescription,
@@ -76,7 +76,7 @@ def on_the_wire(response, version):
     ("ConsumerGroupDescribeRequest", 69, "0-1"), ("ConsumerGroupDescribeResponse", 69, "0-1"),
     ("ShareGroupDescribeRequest", 77, "1"), ("ShareGroupDescribeResponse", 77, "1")])
 def test_the_schemas_are_kafka_4_3s_files_with_their_license(name, api_key, versions):
-    text = importlib.resources.files("producers.kafka_schemas").joinpath(f"{name}.json").read_text()
+    text = importlib.resources.files("producers.kafka.schemas").joinpath(f"{name}.json").read_text()
     assert text.startswith("// Licensed to the Apache Software Foundation (ASF)")
     schema = json.loads(re.sub(r"(?m)^\s*//.*$", "", text))
     assert (schema["name"], schema["apiKey"], schema["validVersions"]) == (name, api_key, versions)

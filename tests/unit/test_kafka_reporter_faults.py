@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from prometheus_client import CollectorRegistry, generate_latest
 
-from producers.kafka_reporter import RebalanceReporter
+from producers.kafka.reporter import RebalanceReporter
 from tests.unit.fake_clients import LockedFakeProducer
 
 pytestmark = pytest.mark.unit

@@ -6,7 +6,7 @@ extra only; tests/integration/test_reporter_package.py installs it in a clean vi
 
 confluent-kafka, a few lines added to an existing consumer:
 
-    from producers.kafka_reporter import RebalanceReporter
+    from producers.kafka.reporter import RebalanceReporter
 
     reporter = RebalanceReporter({"bootstrap.servers": "monitor-kafka:9092"},
                                  "rebalance.events", group="orders", assignor="range",

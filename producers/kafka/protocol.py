@@ -22,7 +22,7 @@ What it asks, and why:
   each group's type ("classic", "consumer", "share", "streams"). KafkaAdminClient already
   negotiates that version and keeps the field; list_groups only wraps its answer.
 
-kafka-python 3 ships no schema for keys 69 and 77, so producers/kafka_schemas/ holds Apache
+kafka-python 3 ships no schema for keys 69 and 77, so producers/kafka/schemas/ holds Apache
 Kafka 4.3.1's own JSON message schemas (verbatim, from kafka-clients-4.3.1-sources.jar) and the
 request/response classes below are generated from them, exactly as kafka-python generates its
 own. Requests are grouped by coordinator, one per coordinator, at the highest version both the
@@ -46,7 +46,7 @@ import kafka.errors as Errors
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.metadata import CoordinatorType
 
-from producers import kafka_schemas
+from producers.kafka import schemas
 
 __all__ = [
     "TopicPartition", "UnsupportedGroupApi",
@@ -64,19 +64,19 @@ TopicPartition = tuple[str, int]
 
 # Declaring a response class registers it with kafka-python by API key, so a connection decodes
 # the broker's answer into it.
-class ConsumerGroupDescribeRequest(ApiMessage, load_json=kafka_schemas):
+class ConsumerGroupDescribeRequest(ApiMessage, load_json=schemas):
     pass
 
 
-class ConsumerGroupDescribeResponse(ApiMessage, load_json=kafka_schemas):
+class ConsumerGroupDescribeResponse(ApiMessage, load_json=schemas):
     pass
 
 
-class ShareGroupDescribeRequest(ApiMessage, load_json=kafka_schemas):
+class ShareGroupDescribeRequest(ApiMessage, load_json=schemas):
     pass
 
 
-class ShareGroupDescribeResponse(ApiMessage, load_json=kafka_schemas):
+class ShareGroupDescribeResponse(ApiMessage, load_json=schemas):
     pass
 
 
