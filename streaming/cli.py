@@ -19,7 +19,7 @@ SUBCOMMANDS = {
     "run": ("streaming.spark.job", "run the streaming job"),
     "demo": ("streaming.demo", "embedded broker + scenario + job + /metrics on one machine"),
     "simulate": ("producers.simulator.cli", "RocketMQ fleet simulator with ground truth"),
-    "observe-kafka": ("producers.kafka_observer", "emit events for a Kafka cluster's groups"),
+    "observe-kafka": ("producers.kafka.cli", "emit events for a Kafka cluster's groups"),
     "observe-rocketmq": ("producers.rocketmq.cli",
                          "emit events for a RocketMQ cluster's groups (from its NameServer)"),
     "alert-rules": ("streaming.alert_rules",

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from producers.kafka_observer import KafkaGroupObserver
+from producers.kafka.observer import KafkaGroupObserver
 from streaming.common.topics import create_topic
 from streaming.core.state.events import parse_event
 from streaming.core.state.group import GroupState, apply_event
@@ -394,8 +394,8 @@ def test_a_share_groups_members_share_a_partition_and_nothing_alerts(watched):
     from confluent_kafka import ShareConsumer
     from kafka.errors import KafkaError
 
+    from producers.kafka.admin import kafka_python_admin
     from producers.kafka.protocol import describe_share_groups
-    from producers.kafka_observer import _kafka_python_admin
 
     topic, group = fresh("share"), fresh("g-share")
     create_topic(watched.bootstrap, topic, 1)
@@ -412,7 +412,7 @@ def test_a_share_groups_members_share_a_partition_and_nothing_alerts(watched):
         reader.subscribe([topic])
     poller = threading.Thread(target=keep_polling, daemon=True)
     poller.start()
-    admin = _kafka_python_admin(watched.bootstrap, 10.0)
+    admin = kafka_python_admin(watched.bootstrap, 10.0)
     try:
         # Ground truth: the broker's own assignment (a share consumer does not expose one).
         def settled():

@@ -15,8 +15,8 @@ import uuid
 
 import pytest
 
-from producers import kafka_observer
-from producers.kafka_observer import KafkaGroupObserver
+from producers.kafka import cli as observe_kafka
+from producers.kafka.observer import KafkaGroupObserver
 from tests.integration.prometheus_harness import poll
 from tests.support import wait_until
 
@@ -92,7 +92,7 @@ def test_embedded_broker_reports_groups_and_partition_counts(kafka_broker_kind, 
     events_topic = make_topic(1)
     args = argparse.Namespace(bootstrap_servers=kafka_bootstrap, events_bootstrap_servers=None,
                               topic=events_topic, interval=10.0, once=True, stdout=False)
-    assert kafka_observer.main(args) == 0
+    assert observe_kafka.main(args) == 0
     out, err = capsys.readouterr()
     ours = _read_group_events(kafka_bootstrap, events_topic, group, 2)
     assert ours == [

@@ -11,13 +11,13 @@ import pytest
 from confluent_kafka import KafkaError
 from kafka.errors import KafkaTimeoutError, RequestTimedOutError
 
-from producers import kafka_observer
+from producers.kafka import cli as observe_kafka
+from producers.kafka.observer import KafkaGroupObserver
 from producers.kafka.protocol import (
     ConsumerGroupDescription,
     ConsumerGroupMember,
     UnsupportedGroupApi,
 )
-from producers.kafka_observer import KafkaGroupObserver
 from streaming.common.delivery import DeliveryStats, Outbox
 from tests.unit.fake_clients import FakeAdmin, FakeMetadata, LockedFakeProducer, Script
 
@@ -76,7 +76,7 @@ def test_outages_and_refused_groups_are_counted_and_the_events_still_go_out(capl
     producer = LockedFakeProducer()
     outbox = Outbox(producer, DeliveryStats()).start()
 
-    assert kafka_observer.run(args(), observer, outbox) == 0
+    assert observe_kafka.run(args(), observer, outbox) == 0
 
     health = observer.health
     assert dict(health.failures) == {"KafkaTimeoutError": 1, "RequestTimedOutError": 2}
@@ -133,7 +133,7 @@ def test_a_topic_that_refuses_the_events_does_not_stop_the_loop():
     observer = observer_with(admin, Script(None))
     producer = LockedFakeProducer(lambda message: KafkaError.TOPIC_AUTHORIZATION_FAILED)
     outbox = Outbox(producer, DeliveryStats()).start()
-    assert kafka_observer.run(args(), observer, outbox) == 0
+    assert observe_kafka.run(args(), observer, outbox) == 0
     assert observer.health.events == 4  # both polls ran
     assert outbox.stats.snapshot().undelivered == {
         ("events", "topic_authorization_failed"): 4}
@@ -141,14 +141,14 @@ def test_a_topic_that_refuses_the_events_does_not_stop_the_loop():
 
 def test_once_exits_1_when_the_poll_fails_or_an_event_is_not_delivered():
     failing = observer_with(FakeAdmin(Script(KafkaTimeoutError()), Script({})), Script(None))
-    assert kafka_observer.run(args(once=True), failing, None) == 1
+    assert observe_kafka.run(args(once=True), failing, None) == 1
     refused = LockedFakeProducer(lambda message: KafkaError.TOPIC_AUTHORIZATION_FAILED)
     observer = observer_with(FakeAdmin(Script([LISTED[0]]), Script(DESCRIBED)), Script(None))
-    assert kafka_observer.run(args(once=True), observer,
-                              Outbox(refused, DeliveryStats()).start()) == 1
+    assert observe_kafka.run(args(once=True), observer,
+                             Outbox(refused, DeliveryStats()).start()) == 1
     observer = observer_with(FakeAdmin(Script([LISTED[0]]), Script(DESCRIBED)), Script(None))
-    assert kafka_observer.run(args(once=True), observer,
-                              Outbox(LockedFakeProducer(), DeliveryStats()).start()) == 0
+    assert observe_kafka.run(args(once=True), observer,
+                             Outbox(LockedFakeProducer(), DeliveryStats()).start()) == 0
 
 
 def test_warnings_and_summaries_are_printed_when_they_change(capsys):
@@ -156,7 +156,7 @@ def test_warnings_and_summaries_are_printed_when_they_change(capsys):
     admin = FakeAdmin(Script([LISTED[0]], [LISTED[0]], [LISTED[0]], KeyboardInterrupt()),
                       Script(no_members, no_members, DESCRIBED))
     observer = observer_with(admin, Script(None))
-    kafka_observer.run(args(stdout=True), observer, None)
+    observe_kafka.run(args(stdout=True), observer, None)
     err = capsys.readouterr().err.splitlines()
     assert err == [
         "WARNING: group orders: the broker's DescribeGroups returned no members; reporting the "

@@ -12,7 +12,7 @@ from producers.kafka.protocol import (
     ShareGroupDescription,
     ShareGroupMember,
 )
-from producers.kafka_observer import (
+from producers.kafka.translate import (
     translate_consumer_group,
     translate_group,
     translate_share_group,
