@@ -21,80 +21,24 @@ Path segments are percent-encoded (a group name may hold "/"). Only GET and HEAD
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from urllib.parse import quote, unquote
+from collections.abc import Callable
+from urllib.parse import unquote
 
-from streaming.core.contract import GroupDetail, GroupKey, GroupMetrics, MemberRef
-from streaming.core.findings import CONFLICT_KINDS
-from streaming.exporter.details import DetailSummary
+from streaming.core.contract import GroupKey, MemberRef
+from streaming.exporter import pages
+from streaming.exporter.views import (
+    API_PREFIX,
+    PAGE_PREFIX,
+    GroupRow,
+    GroupView,
+    conflicted_queues,
+    group_path,
+    group_rows,
+    status_of,
+)
 
-API_PREFIX = "/api/v1/groups"
-PAGE_PREFIX = "/groups"
 JSON_TYPE = "application/json"
 HTML_TYPE = "text/html; charset=utf-8"
-# trouble: open findings; unknown: no detail yet; stale: its cluster is silent, shown as it was.
-STATUS_ORDER = {"trouble": 0, "unknown": 1, "stale": 2, "ok": 3}
-
-
-@dataclass(frozen=True)
-class GroupRow:
-    """One line of the group list."""
-
-    key: GroupKey
-    status: str
-    stale: bool
-    kinds: tuple[tuple[str, int], ...]
-    since_ms: int | None
-    members: int
-    event_time_ms: int
-
-
-@dataclass(frozen=True)
-class GroupView:
-    """One group as its page shows it: the latest metrics, the latest detail (None: not arrived
-    yet), and whether its cluster is silent."""
-
-    key: GroupKey
-    status: str
-    stale: bool
-    metrics: GroupMetrics
-    detail: GroupDetail | None
-
-
-def status_of(summary: DetailSummary | None, stale: bool) -> str:
-    if summary is None:
-        return "unknown"
-    if summary.kinds:
-        return "trouble"
-    return "stale" if stale else "ok"
-
-
-def group_rows(groups: Iterable[GroupMetrics], summaries: dict[GroupKey, DetailSummary],
-               stale: set[GroupKey]) -> list[GroupRow]:
-    """Every group, in trouble first (a double assignment or an orphan before other findings,
-    then the oldest first), then those whose detail has not arrived, then the stale, then the
-    fine, each by key."""
-    rows = []
-    for metrics in groups:
-        key = metrics.key
-        summary = summaries.get(key)
-        rows.append(GroupRow(key, status_of(summary, key in stale), key in stale,
-                             summary.kinds if summary else (),
-                             summary.since_ms if summary else None, metrics.members,
-                             metrics.event_time_ms))
-
-    def order(row: GroupRow):
-        conflict = any(kind in CONFLICT_KINDS for kind, _ in row.kinds)
-        since = row.since_ms if row.since_ms is not None else 2**63
-        return STATUS_ORDER[row.status], not conflict, since, row.key
-
-    return sorted(rows, key=order)
-
-
-def group_path(prefix: str, key: GroupKey) -> str:
-    return "/".join([prefix, *(quote(part, safe="") for part in (key.system, key.cluster,
-                                                                   key.group))])
 
 
 def resolve(rest: str, known: Callable[[GroupKey], bool]) -> GroupKey | None:
@@ -152,13 +96,6 @@ def group_json(view: GroupView) -> dict:
                      for f in detail.findings]}}
 
 
-def conflicted_queues(detail: GroupDetail) -> tuple[set, set]:
-    """The (topic, queue) of the open double assignments, and of the open orphans."""
-    doubled = {(f.topic, f.queue) for f in detail.findings if f.kind == "double_assignment"}
-    orphaned = {(f.topic, f.queue) for f in detail.findings if f.kind == "orphaned_queue"}
-    return doubled, orphaned
-
-
 def _owners(refs: tuple[MemberRef, ...]) -> list[dict]:
     return [{"client_id": client_id, "address": address} for client_id, address in refs]
 
@@ -181,7 +118,6 @@ def _json(status: str, data, headers=()) -> Answer:
 
 def group_api(store):
     """The WSGI app over a SnapshotStore (collector.py): its groups, details and health."""
-    from streaming.exporter import pages
 
     def views() -> tuple[list[GroupRow], set[GroupKey]]:
         stale = set(store.health().stale_groups)

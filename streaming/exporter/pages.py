@@ -1,9 +1,9 @@
-"""The group pages: plain HTML rendered on the server from the group API's views (api.py), no
+"""The group pages: plain HTML rendered on the server from the group API's views (views.py), no
 script. Every value from a group (names, client ids, addresses, details) goes through
 html.escape.
 
     >>> from streaming.core.contract import GroupKey
-    >>> from streaming.exporter.api import GroupRow
+    >>> from streaming.exporter.views import GroupRow
     >>> page = groups_page([GroupRow(GroupKey("rocketmq", "<g>"), "unknown", False, (), None, 2, 0)])
     >>> "&lt;g&gt;" in page and "<g>" not in page
     True
@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from html import escape
 
 from streaming.core.contract import GroupDetail, MemberDetail, MemberRef, OpenFinding
-from streaming.exporter.api import (
+from streaming.exporter.views import (
     API_PREFIX,
     PAGE_PREFIX,
     GroupRow,

@@ -258,7 +258,7 @@ GROUP_ALERTS = {"RebalanceDoubleAssignment", "RebalanceOrphanedQueues", "Rebalan
 def test_every_alert_about_one_group_links_that_groups_page():
     """group_page_url: the job's page of the group (docs/api.md), on the address Prometheus
     scraped the job at; an expression that aggregates keeps the labels the link needs."""
-    from streaming.exporter.api import PAGE_PREFIX
+    from streaming.exporter.views import PAGE_PREFIX
 
     link = ("http://{{ $labels.instance }}" + PAGE_PREFIX + "/{{ $labels.system }}/"
             '{{ or $labels.cluster "default" }}/{{ $labels.group | urlquery }}')

@@ -26,8 +26,8 @@ SHARED_NAMES = {"group", "system", "topic", "queue", "clients", "address", "brok
 ADAPTERS = ["streaming/spark/state_function.py", "streaming/spark/sinks.py",
             "streaming/spark/job.py", "streaming/exporter/collector.py", "streaming/demo.py",
             "streaming/core/step.py", "streaming/core/findings.py", "streaming/core/detail.py",
-            "streaming/exporter/details.py", "streaming/exporter/api.py",
-            "streaming/exporter/pages.py"]
+            "streaming/exporter/details.py", "streaming/exporter/views.py",
+            "streaming/exporter/api.py", "streaming/exporter/pages.py"]
 
 
 def string_key_reads(text: str, names: set[str]) -> list[str]:
