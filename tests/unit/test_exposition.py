@@ -2,6 +2,7 @@
 what prometheus_client gives for a registry with RebalanceCollector, after any sequence of
 changes, and for any `name[]` a scrape asks for."""
 
+import socket
 import urllib.request
 from io import BytesIO
 
@@ -20,7 +21,7 @@ from streaming.exporter import (
     RebalanceCollector,
     SnapshotStore,
 )
-from streaming.exporter.server import metrics_app
+from streaming.exporter.server import bind_family, metrics_app
 from tests.unit.state_helpers import group_metrics
 
 pytestmark = pytest.mark.unit
@@ -161,6 +162,14 @@ def test_the_server_answers_a_real_http_scrape_with_the_same_bytes():
         "(double consumption).",
         "# TYPE rebalance_double_assigned_queues gauge",
         'rebalance_double_assigned_queues{cluster="default",group="g",system="rocketmq",topic="t"} 1.0']
+
+
+
+@pytest.mark.parametrize(("host", "family", "bound"), [
+    ("127.0.0.1", socket.AF_INET, "127.0.0.1"), ("0.0.0.0", socket.AF_INET, "0.0.0.0"),
+    ("::1", socket.AF_INET6, "::1"), ("::", socket.AF_INET6, "::")])
+def test_the_server_binds_the_family_of_its_host(host, family, bound):
+    assert bind_family(host, 9108) == (family, bound)
 
 
 def test_the_full_text_is_kept_until_a_group_or_the_jobs_event_time_changes():
