@@ -30,6 +30,7 @@ from producers.health import (
 from producers.poll import poll_until_stopped
 from producers.rocketmq.admin import RocketMQAdmin
 from producers.rocketmq.bridge import STRATEGIES, AssumedStrategies
+from producers.rocketmq.frames import LANGUAGES
 from producers.rocketmq.observer import ObserverOptions, RocketMQObserver
 from producers.rocketmq.remoting import AclSigner, RemotingClient
 from streaming.common import option_values as values
@@ -103,11 +104,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--cluster", type=values.not_empty, default=None, metavar="NAME",
         help="the cluster's name in the events; the job shows a cluster that goes silent and "
              "keeps its groups stale (default: observe-rocketmq@ the first --namesrv address)")
-
-
-# RocketMQ's LanguageCode names, as a consumer connection lists them.
-LANGUAGES = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO",
-             "PHP", "OMS", "RUST", "NODE_JS")
 
 
 def _sdk_strategy(text: str) -> tuple[str, str]:

@@ -31,9 +31,10 @@ CONSUMER_NOT_ONLINE = 206
 TOPIC_NOT_EXIST = 17
 NO_PERMISSION = 16
 
-# LanguageCode (its byte in the binary header, its name in the JSON one).
-LANGUAGES = ["JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO",
-             "PHP", "OMS", "RUST"]
+# LanguageCode, RocketMQ 5's (its byte in the binary header, its name in the JSON one and in a
+# consumer connection's listing): the one list of the clients' SDKs here.
+LANGUAGES = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO",
+             "PHP", "OMS", "RUST", "NODE_JS")
 MAX_FRAME_BYTES = 16 * 1024 * 1024   # NettyDecoder's FRAME_MAX_LENGTH default
 
 

@@ -16,6 +16,7 @@ from producers.rocketmq import fastjson
 from producers.rocketmq.admin import MalformedBody, RocketMQAdmin
 from producers.rocketmq.frames import (
     JSON,
+    LANGUAGES,
     RESPONSE_FLAG,
     ROCKETMQ,
     Command,
@@ -113,6 +114,15 @@ def test_encode_then_decode_is_the_same_command(serialize_type):
     assert frame[4] == serialize_type  # the header word's high byte
     assert decode(frame[4:]) == command
 
+
+
+def test_every_language_keeps_its_byte_in_the_binary_header():
+    """LanguageCode's byte is its place in LANGUAGES (RocketMQ 5's order, NODE_JS = 13)."""
+    assert LANGUAGES.index("GO") == 9 and LANGUAGES.index("NODE_JS") == 13
+    for code, language in enumerate(LANGUAGES):
+        frame = encode(Command(code=1, opaque=1, language=language, serialize_type=ROCKETMQ))
+        assert frame[10] == code         # after the length, the header word, the int16 code
+        assert decode(frame[4:]).language == language
 
 def test_split_frames_keeps_a_partial_frame_for_later():
     whole = encode(Command(code=1, opaque=1)) + encode(Command(code=2, opaque=2))
