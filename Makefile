@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup system-deps java maven jars demo test test-unit lint bench dist clean
+.PHONY: setup system-deps java maven jars helm demo test test-unit lint bench dist clean
 
 # Every package at the version constraints.txt pins (pyspark among them: its Kafka connector
 # must exist on Maven Central at exactly that version).
@@ -38,10 +38,22 @@ system-deps: java
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; }
 	@[ -z "$(ROCKETMQ_KIT)" ] || [ "$$(dpkg-query -W -f='$${db:Status-Abbrev}\n' $(ROCKETMQ_PACKAGES) 2>/dev/null | grep -c '^ii')" = "$(words $(ROCKETMQ_PACKAGES))" ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(ROCKETMQ_PACKAGES); }
 
+# Helm, for tests/unit/test_helm_chart.py: built once from the Go module proxy (rebuilt when
+# HELM_VERSION changes), and the prometheus-operator module, whose
+# example/prometheus-operator-crd/ holds the CRDs the chart's monitors and PrometheusRule are
+# validated against, into Go's module cache. Both need Go.
+HELM_VERSION := v3.22.0
+HELM := $(HOME)/.cache/rebalance-monitor/bin/helm
+PROMETHEUS_OPERATOR_MODULE := github.com/prometheus-operator/prometheus-operator@v0.93.0
+
+helm:
+	@go version -m $(HELM) 2>/dev/null | grep -Eq 'mod[[:space:]]+helm.sh/helm/v3[[:space:]]+$(HELM_VERSION)[[:space:]]' || GOBIN=$(dir $(HELM)) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	@go mod download $(PROMETHEUS_OPERATOR_MODULE)
+
 demo: setup jars
 	$(BIN)/rebalance-monitor demo
 
-test: setup system-deps jars
+test: setup system-deps jars helm
 	$(BIN)/ruff check streaming producers tests
 	$(BIN)/mypy
 	$(BIN)/pytest
