@@ -9,7 +9,6 @@ the Spark and Python versions are the image's.
 from __future__ import annotations
 
 import copy
-import json
 import re
 
 import jsonschema
@@ -17,6 +16,7 @@ import pytest
 import yaml
 
 from streaming import cli
+from tests.unit.kubernetes_schemas import VENDORED, errors_of, structural
 from tests.unit.metric_contract import REPO
 
 pytestmark = pytest.mark.unit
@@ -25,43 +25,12 @@ MANIFESTS = REPO / "deploy" / "kubernetes"
 SCHEMAS = REPO / "tests" / "data" / "kubernetes"
 
 
-def structural(schema: dict) -> dict:
-    """The CRD's OpenAPI schema as JSON Schema with the API server's rules: a field an object
-    does not declare is refused (kubectl's strict field validation; unless the object preserves
-    unknown fields), and `nullable` admits null."""
-    out = dict(schema)
-    if "properties" in out:
-        out["properties"] = {name: structural(field) for name, field in out["properties"].items()}
-        if "additionalProperties" not in out and not out.get("x-kubernetes-preserve-unknown-fields"):
-            out["additionalProperties"] = False
-    for keyword in ("items", "additionalProperties"):
-        if isinstance(out.get(keyword), dict):
-            out[keyword] = structural(out[keyword])
-    for keyword in ("allOf", "anyOf", "oneOf"):
-        if keyword in out:
-            out[keyword] = [structural(item) for item in out[keyword]]
-    if out.get("nullable") and "type" in out:
-        out["type"] = [out["type"], "null"]
-    return out
-
-
-def validators() -> dict[tuple[str, str], jsonschema.Draft4Validator]:
-    found = {}
-    for path in sorted(SCHEMAS.glob("*.json")):
-        vendored = json.loads(path.read_text())
-        schema = structural(vendored["openAPIV3Schema"])
-        jsonschema.Draft4Validator.check_schema(schema)
-        found[vendored["apiVersion"], vendored["kind"]] = jsonschema.Draft4Validator(schema)
-    return found
-
-
-VALIDATORS = validators()
+VALIDATORS = VENDORED
 
 
 def problems(document: dict) -> list[str]:
     validator = VALIDATORS[document["apiVersion"], document["kind"]]
-    return [f"{'.'.join(map(str, error.absolute_path))}: {error.message}"
-            for error in validator.iter_errors(document)]
+    return errors_of(validator, document)
 
 
 def manifest(kind: str) -> dict:
