@@ -13,11 +13,12 @@ is detected later for it (tests/unit/test_refresh_deferral.py).
     >>> def hb(ts, topics=("T",)):
     ...     return [(parse_event({"type": "heartbeat", "ts": ts, "group": "g", "client_id": "c1",
     ...                           "topics": list(topics), "strategy": "AVG"})[0], ts % 1000)]
-    >>> first = advance(None, hb(1_700_000_000_000), None)
-    >>> kept = advance(first.entry, hb(1_700_000_030_000), None)
+    >>> deferring = StepConfig(exact=False)     # exact: no refresh is kept, every batch steps
+    >>> first = advance(None, hb(1_700_000_000_000), None, deferring)
+    >>> kept = advance(first.entry, hb(1_700_000_030_000), None, deferring)
     >>> kept.output, kept.entry.blob == first.entry.blob, kept.entry.kept_count
     (None, True, 1)
-    >>> changed = advance(kept.entry, hb(1_700_000_031_000, topics=("T", "U")), None)
+    >>> changed = advance(kept.entry, hb(1_700_000_031_000, topics=("T", "U")), None, deferring)
     >>> changed.output.metrics.event_time_ms, changed.entry.kept
     (1700000031000, b'')
 """
@@ -54,7 +55,7 @@ def advance(entry: ShardEntry | None, events: Sequence[tuple[Event, int]],
     if refreshes_for is None:
         def refreshes_for(blob: bytes) -> Refreshes:
             return refreshes_of(blob, config)
-    if entry is not None and events and not is_due(entry, watermark_ms):
+    if not config.exact and entry is not None and events and not is_due(entry, watermark_ms):
         kept = refreshes_for(entry.blob).keep_all(events, watermark_ms, entry.kept_count)
         if kept is not None:
             return Advanced(entry._replace(kept=entry.kept + kept), None)

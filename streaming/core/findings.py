@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import groupby
 from operator import attrgetter
 from typing import Any, NamedTuple, get_args
@@ -136,8 +136,7 @@ def with_new_broker_lists(state: GroupState, previous: GroupFindings) -> GroupFi
     broker_view_divergent findings can differ; they keep their place in the order."""
     head = [f for f in previous.findings if f.kind not in _AFTER_VIEWS]
     tail = [f for f in previous.findings if f.kind == "allocation_mismatch"]
-    return GroupFindings(head + _broker_divergence(state) + tail, previous.queues,
-                         previous.loads, previous.skew_ratio)
+    return replace(previous, findings=head + _broker_divergence(state) + tail)
 
 
 _AFTER_VIEWS = ("broker_view_divergent", "allocation_mismatch")

@@ -63,7 +63,7 @@ and no event at or behind it, emits none: the detail emitted last is still the g
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import repeat
 from typing import NamedTuple
 
@@ -91,6 +91,7 @@ from streaming.core.state.group import (
 from streaming.core.state.refresh import Refreshes
 from streaming.core.state.rerun import Claims, claims_of, rerun
 from streaming.core.state.stored import Stored
+from streaming.core.switches import exact_by_default
 from streaming.core.times import LONG_AGO, START, Cursor
 
 # The times a step deals in (ts, clock, state.now, the step's now, the watermark, the horizon,
@@ -99,9 +100,14 @@ from streaming.core.times import LONG_AGO, START, Cursor
 
 @dataclass(frozen=True)
 class StepConfig:
+    """The core's settings. `exact`: every step takes the full definition, with no shortcut
+    and no deferral, and sends the group's detail every time (`advance` keeps no refresh;
+    the job caches nothing of it either): the twin that each fast path must equal."""
+
     session_timeout_ms: int = 120_000
     kafka_session_timeout_ms: int = 45_000
     reorder_window_ms: int = 10_000
+    exact: bool = field(default_factory=exact_by_default)
 
     def timeout_for(self, system: str) -> int:
         return self.kafka_session_timeout_ms if system == "kafka" else self.session_timeout_ms
@@ -114,10 +120,12 @@ class Replay:
     (`log`; None when the replay is not publishing: already published, or a restore), and
     whether anything the group's detail shows changed after the published point (`changed`)."""
 
-    __slots__ = ("state", "claims", "findings", "log", "published", "changed")
+    __slots__ = ("state", "claims", "findings", "log", "published", "changed", "exact")
 
-    def __init__(self, state: GroupState, published: Cursor | None = None) -> None:
+    def __init__(self, state: GroupState, published: Cursor | None = None,
+                 exact: bool = False) -> None:
         self.state = state
+        self.exact = exact               # StepConfig.exact: no shortcut in _react, every detail
         self.claims = claims_of(state)
         self.findings: fnd.GroupFindings | None = None
         self.log: list[fnd.Transition] | None = None if published is None else []
@@ -173,7 +181,7 @@ def stepped(blob: bytes | None, events: Sequence[tuple[Event, int]], *,
         return _replay_window(Stored(state, [], LONG_AGO, {}, LONG_AGO), events, watermark_ms,
                               config, new_group=True)
     body = decode_body(blob)
-    following = _following(body, events, watermark_ms, config)
+    following = None if config.exact else _following(body, events, watermark_ms, config)
     if following is None:
         return _replay_window(body.stored(with_view=False), events, watermark_ms, config)
     if following.horizon == body.horizon:
@@ -191,27 +199,28 @@ def refreshes_of(blob: bytes, config: StepConfig = StepConfig()) -> Refreshes:
     view = body.view()
     if view is None:
         stored = body.stored(with_view=False)
-        view = _replay(Replay(stored.settled), stored.pending, stored.now).state
+        view = _replay(Replay(stored.settled, exact=config.exact), stored.pending,
+                       stored.now).state
     accepts = view.session_timeout_ms == config.timeout_for(view.system)
     return Refreshes(view, body.now, body.last_pending(), accepts)
 
 
-def metrics_of(blob: bytes) -> GroupMetrics:
+def metrics_of(blob: bytes, config: StepConfig | None = None) -> GroupMetrics:
     """The group's metrics from its blob alone."""
-    view = _restored_view(blob)
+    view = _restored_view(blob, config or StepConfig())
     return fnd.metrics(view.state, view.current_findings())
 
 
-def snapshot_of(blob: bytes) -> tuple[GroupMetrics, GroupDetail]:
+def snapshot_of(blob: bytes, config: StepConfig | None = None) -> tuple[GroupMetrics, GroupDetail]:
     """The group's metrics and detail from its blob alone (a restart rebuilds /metrics and the
     group pages with them)."""
-    view = _restored_view(blob)
+    view = _restored_view(blob, config or StepConfig())
     return fnd.metrics(view.state, view.current_findings()), _detail(view)
 
 
-def _restored_view(blob: bytes) -> Replay:
+def _restored_view(blob: bytes, config: StepConfig) -> Replay:
     stored = decode(blob)
-    return _replay(Replay(stored.settled), stored.pending, stored.now)
+    return _replay(Replay(stored.settled, exact=config.exact), stored.pending, stored.now)
 
 
 def _replay_window(stored: Stored[GroupState], events: Sequence[tuple[Event, int]],
@@ -227,7 +236,7 @@ def _replay_window(stored: Stored[GroupState], events: Sequence[tuple[Event, int
     retimed = stored.settled.session_timeout_ms != timeout
     stored.settled.session_timeout_ms = timeout
     published = Cursor(stored.now, stored.now_offset)
-    settled = Replay(stored.settled)
+    settled = Replay(stored.settled, exact=config.exact)
     for event, offset in sorted((item for item in events if item[0].ts < stored.horizon),
                                 key=_order):
         settled.state.late_events += 1
@@ -356,7 +365,8 @@ def _conclude(view: Replay, open_findings: Mapping[FindingIdentity, int],
     # Spark wakes the group at its next expiry (of a member, a broker's entry, or the group
     # itself), so a group that goes quiet still expires, and its series go, in event time.
     output = StepOutput(encode(kept), fnd.metrics(state, current), changes,
-                        next_deadline(state), _detail(view, open_now) if view.changed else None)
+                        next_deadline(state),
+                        _detail(view, open_now) if view.changed or view.exact else None)
     return Stepped(output, refreshes)
 
 
@@ -461,7 +471,7 @@ def _react(replay: Replay, change: Change, at: int, offset: int = -1) -> None:
     since = state.since
     if change.alloc:
         _note_assignor(state)
-    if change.alloc or replay.findings is None:
+    if change.alloc or replay.findings is None or replay.exact:
         replay.findings = fnd.compute(state)
     else:
         replay.findings = fnd.with_new_broker_lists(state, replay.findings)

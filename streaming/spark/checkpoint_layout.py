@@ -30,6 +30,9 @@ STATE_KEY = ("shard",)
 # A few dozen groups per shard at 5,000 to 10,000 groups: Spark's per-key cost is paid 128
 # times a batch, and a shard with events re-writes only its own groups' blobs.
 DEFAULT_SHARDS = 128
+# --exact: so many shards that every group has its own (but for a hash collision), as Spark's
+# one state per key would keep it: the twin of the shard packing.
+ONE_GROUP_PER_SHARD = 2**31 - 1
 
 
 class CheckpointLayoutError(RuntimeError):

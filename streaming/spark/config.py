@@ -20,7 +20,7 @@ from typing import Any
 from streaming.common import option_values as values
 from streaming.common.kafka_options import KafkaClientOptions, options_or_exit, parse_kafka_options
 from streaming.core.step import StepConfig
-from streaming.spark.offset_ranges import parse_bool
+from streaming.core.switches import exact_by_default, parse_bool
 from streaming.spark.source import SOURCES
 
 ENV_PREFIX = "REBALANCE_MONITOR_"
@@ -166,6 +166,11 @@ class JobConfig:
         "events stamped further ahead of their Kafka timestamp go to the dead-letter topic as "
         "future_timestamp (a producer's clock is wrong); they never move the watermark",
         values.non_negative, default=300_000, metavar="MS")
+    exact: bool = option(
+        "take no shortcut: every group steps through the full definition at every batch "
+        "(no kept refreshes, no cached parse or render, one group per state shard); the "
+        "published findings and metrics are the same, at a higher cost: for checking",
+        _on_off, default_factory=exact_by_default, metavar="ON|OFF", shown_default="off")
 
     def step_config(self) -> StepConfig:
         """The core's settings: the JobConfig fields of the same names."""
@@ -304,4 +309,7 @@ def _with_checked_kafka_options(config: JobConfig) -> JobConfig:
     cannot be translated (or a certificate the Java client cannot read) stops the start."""
     check = None if config.source == "embedded" else KafkaClientOptions.for_java
     options_or_exit("run", config.kafka_options, check=check)
+    if config.exact and config.state_shards is not None:
+        raise SystemExit("rebalance-monitor run: error: --exact keeps one group per state "
+                         "shard: leave --state-shards unset")
     return config

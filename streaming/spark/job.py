@@ -22,7 +22,7 @@ import threading
 import time
 from dataclasses import fields, replace
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 from pyspark.errors.exceptions.captured import SparkRuntimeException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
@@ -34,13 +34,14 @@ from streaming.common.delivery_metrics import DeliveryCollector
 from streaming.common.faults import Backoff
 from streaming.common.kafka_options import parse_kafka_options
 from streaming.core.state.shard import decode_shard
-from streaming.core.step import snapshot_of
+from streaming.core.step import StepConfig, snapshot_of
 from streaming.exporter import (
     ClientSeriesPolicy,
     GroupFamiliesText,
     JobHealthCollector,
     MetricsServer,
     MetricsServerConfig,
+    RebalanceCollector,
     SnapshotStore,
 )
 from streaming.exporter.api import group_api
@@ -52,6 +53,7 @@ from streaming.spark.batch_errors import bounded_failures
 from streaming.spark.checkpoint_files import HadoopTextFile, checkpoint_child, hadoop_path_exists
 from streaming.spark.checkpoint_layout import (
     DEFAULT_SHARDS,
+    ONE_GROUP_PER_SHARD,
     CheckpointLayoutError,
     check_layout,
     layout_path,
@@ -99,7 +101,8 @@ def source_config(config: JobConfig) -> SourceConfig:
     return SourceConfig(**{each.name: getattr(config, each.name) for each in fields(SourceConfig)})
 
 
-def restore_snapshots(spark: SparkSession, checkpoint: str, store: SnapshotStore) -> int:
+def restore_snapshots(spark: SparkSession, checkpoint: str, store: SnapshotStore,
+                      step_config: StepConfig) -> int:
     """Fill /metrics and the groups' details from the state store of the last committed batch,
     before any new event."""
     if not hadoop_path_exists(spark, checkpoint_child(checkpoint, "state")):
@@ -119,7 +122,7 @@ def restore_snapshots(spark: SparkSession, checkpoint: str, store: SnapshotStore
     for row in rows:
         shard = row["value"]["groupState"]["blob"]
         for key, entry in decode_shard(bytes(shard)).items() if shard is not None else ():
-            metrics, detail = snapshot_of(entry.blob)
+            metrics, detail = snapshot_of(entry.blob, step_config)
             store.replace_group(replace(metrics, cluster=key.cluster))
             store.details.put(replace(detail, cluster=key.cluster).to_json())
             restored += 1
@@ -198,10 +201,14 @@ class Monitor:
     def __init__(self, config: JobConfig, spark: SparkSession) -> None:
         self.config = config
         self.spark = spark
-        self.group_text = GroupFamiliesText(
-            ClientSeriesPolicy(config.client_metrics, config.max_client_series))
+        clients = ClientSeriesPolicy(config.client_metrics, config.max_client_series)
+        # --exact: no text kept, no render ahead: prometheus_client renders the groups'
+        # collector at every scrape (the twin of GroupFamiliesText and Prerender).
+        self.group_text = None if config.exact else GroupFamiliesText(clients)
         self.store = SnapshotStore(self.group_text)
-        self.prerender = Prerender(lambda: self.group_text.exposition(self.store.health()))
+        self.groups_registry = CollectorRegistry(auto_describe=True)
+        self.groups_registry.register(RebalanceCollector(self.store, clients))
+        self.prerender = Prerender(self._full_text)
         self.delivery = DeliveryStats()
         self.restarts = query_restarts()
         self.source_probe = SourceProbe(
@@ -219,9 +226,19 @@ class Monitor:
         self.query: StreamingQuery | None = None
         self._sink: BatchSink | None = None
 
+    def _full_text(self) -> bytes | None:
+        if self.group_text is None:
+            return None
+        return self.group_text.exposition(self.store.health())
+
     def _group_families(self, names) -> bytes:
-        return self.prerender.served(
-            names, lambda asked: self.group_text.exposition(self.store.health(), asked))
+        return self.prerender.served(names, self._rendered_now)
+
+    def _rendered_now(self, names) -> bytes:
+        if self.group_text is None:
+            asked = self.groups_registry.restricted_registry(names) if names else self.groups_registry
+            return generate_latest(asked)
+        return self.group_text.exposition(self.store.health(), names)
 
     def start(self) -> None:
         """Raises CheckpointLayoutError, before serving anything, on a checkpoint of another
@@ -230,9 +247,10 @@ class Monitor:
         shards = check_layout(
             HadoopTextFile(self.spark, layout_path(checkpoint)), checkpoint,
             has_progress=hadoop_path_exists(self.spark, checkpoint_child(checkpoint, "offsets")),
-            shards=self.config.state_shards)
+            shards=ONE_GROUP_PER_SHARD if self.config.exact else self.config.state_shards)
         self.config = replace(self.config, state_shards=shards)
-        restored = restore_snapshots(self.spark, checkpoint, self.store)
+        restored = restore_snapshots(self.spark, checkpoint, self.store,
+                                     self.config.step_config())
         counters = HadoopTextFile(self.spark, counters_path(self.config.checkpoint))
         self._sink = BatchSink(self.store, counters, make_outbox(self.config, self.delivery),
                                self.config.findings_topic, self.config.dead_letter_topic,

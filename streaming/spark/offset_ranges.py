@@ -153,25 +153,6 @@ def parse_starting_offsets(text: str | None) -> str | Positions:
     return positions
 
 
-TRUE_WORDS = ("on", "true", "yes", "1")
-FALSE_WORDS = ("off", "false", "no", "0")
-
-
-def parse_bool(text: str | bool | None, name: str, default: bool) -> bool:
-    """The project's one on/off parser: `rebalance-monitor run`'s flags and variables and the
-    embedded source's Spark options (None: `default`)."""
-    if text is None:
-        return default
-    if isinstance(text, bool):
-        return text
-    lowered = str(text).strip().lower()
-    if lowered in TRUE_WORDS:
-        return True
-    if lowered in FALSE_WORDS:
-        return False
-    raise ValueError(f"{name} must be on or off (true/false, yes/no, 1/0), got {text!r}")
-
-
 def parse_positive_int(text: str | int | None, name: str) -> int | None:
     if text is None or text == "":
         return None

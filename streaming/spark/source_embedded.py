@@ -49,6 +49,7 @@ from pyspark.sql.types import (
 )
 
 from streaming.common.faults import error_cause
+from streaming.core.switches import parse_bool
 from streaming.spark import kafka_client
 from streaming.spark.offset_ranges import (
     EARLIEST,
@@ -61,7 +62,6 @@ from streaming.spark.offset_ranges import (
     behind,
     from_offsets,
     limit_ends,
-    parse_bool,
     parse_positive_int,
     parse_starting_offsets,
     plan_ranges,

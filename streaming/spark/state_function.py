@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import gc
 from collections import Counter, OrderedDict, defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 import pandas as pd
@@ -34,7 +34,7 @@ from streaming.core.contract import (
     ShardCounts,
     StepOutput,
 )
-from streaming.core.state.events import EventParser, Invalid
+from streaming.core.state.events import Event, EventParser, Invalid, parse_event
 from streaming.core.state.refresh import Refreshes
 from streaming.core.state.shard import (
     ShardEntry,
@@ -125,7 +125,11 @@ _REFRESHES = RefreshCache()
 
 def make_state_function(config: StepConfig, max_event_bytes: int = 1 << 20,
                         max_clock_skew_ms: int = 300_000):
-    judge = RecordJudge(max_event_bytes, max_clock_skew_ms)
+    """config.exact: every raw event is parsed whole and every blob decoded for itself (no
+    worker's cache), and `advance` keeps nothing."""
+    judge = RecordJudge(max_event_bytes, max_clock_skew_ms,
+                        parse_event if config.exact else _PARSER.parse)
+    refreshes = None if config.exact else _REFRESHES
 
     def apply_shard(key, batches: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
         _tune_worker_gc()
@@ -137,13 +141,13 @@ def make_state_function(config: StepConfig, max_event_bytes: int = 1 << 20,
             events, dead = _decode(group_key, arrived[group_key], judge, counts)
             rows += [(*group_key, DEAD_LETTER, reason, raw) for raw, reason in dead]
             if group_key.group != UNROUTABLE_KEY and events:
-                rows += _advance(group_key, entries, events, watermark, config)
+                rows += _advance(group_key, entries, events, watermark, config, refreshes)
                 stepped.add(group_key)
         # A group whose rows were all dead letters is due like one without rows: its stored
         # timeout must not fall behind the watermark (Spark refuses such a timeout).
         for group_key in sorted(k for k, entry in entries.items()
                                 if k not in stepped and is_due(entry, watermark)):
-            rows += _advance(group_key, entries, [], watermark, config)
+            rows += _advance(group_key, entries, [], watermark, config, refreshes)
         if arrived:
             rows.append(("", str(key[0]), "", COUNTS, None, counts.to_json()))
         _store(state, entries)
@@ -179,12 +183,13 @@ def _rows_by_group(batches: Iterator[pd.DataFrame]) -> dict[GroupKey, list[tuple
 
 
 def _advance(key: GroupKey, entries: dict, events: list, watermark: int | None,
-             config: StepConfig) -> list[tuple]:
+             config: StepConfig, cache: RefreshCache | None) -> list[tuple]:
     """Advance the group from its stored entry (none for a new group); keep its new entry in
-    the shard's entries (or drop the group); its output rows (none when its events were kept)."""
+    the shard's entries (or drop the group); its output rows (none when its events were kept).
+    Without a cache, what a blob takes as a refresh is decoded from it."""
     entry: ShardEntry | None = entries.get(key)
     advanced = advance(entry, events, watermark, config,
-                       lambda blob: _REFRESHES.lookup(key, blob, config))
+                       cache and (lambda blob: cache.lookup(key, blob, config)))
     if advanced.entry is None:
         entries.pop(key, None)
     else:
@@ -192,7 +197,8 @@ def _advance(key: GroupKey, entries: dict, events: list, watermark: int | None,
     output = advanced.output
     if output is None:
         return []
-    _REFRESHES.remember(key, output.blob, advanced.refreshes)
+    if cache is not None:
+        cache.remember(key, output.blob, advanced.refreshes)
     return _step_rows(key, output)
 
 
@@ -202,14 +208,16 @@ class RecordJudge:
     of its Kafka timestamp than --max-clock-skew-ms: one such event would move its group's
     clock hours ahead and expire every member that heartbeats on time."""
 
-    def __init__(self, max_event_bytes: int, max_clock_skew_ms: int) -> None:
+    def __init__(self, max_event_bytes: int, max_clock_skew_ms: int,
+                 parse: Callable[[bytes], list[Event] | Invalid] = parse_event) -> None:
         self.max_event_bytes = max_event_bytes
         self.max_clock_skew_ms = max_clock_skew_ms
+        self._parse = parse
 
     def judge(self, raw: bytes, arrival_ms: int):
         if len(raw) > self.max_event_bytes:
             return Invalid("oversized", "")
-        parsed = _PARSER.parse(raw)
+        parsed = self._parse(raw)
         if not isinstance(parsed, Invalid) and parsed[0].ts > arrival_ms + self.max_clock_skew_ms:
             return Invalid("future_timestamp", f"{parsed[0].ts - arrival_ms} ms ahead")
         return parsed

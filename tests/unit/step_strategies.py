@@ -35,6 +35,9 @@ def rocketmq_event(draw, ts: int) -> dict:
         event["view"] = {"queues": {"T1": [["a", q] for q in range(draw(st.integers(0, 4)))]}}
     if draw(st.integers(0, 5)) == 0:
         event["owned"] = [["T1", "a", q] for q in draw(st.lists(st.integers(0, 4), max_size=3))]
+    if draw(st.integers(0, 5)) == 0:       # a POP reader: shares queues by design
+        event["shared"] = True
+        event.setdefault("owned", [["T1", "a", q] for q in range(draw(st.integers(0, 3)))])
     return event
 
 

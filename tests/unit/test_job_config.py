@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from streaming.core.step import StepConfig
+from streaming.core.switches import EXACT_VARIABLE, exact_by_default
 from streaming.spark.config import (
     JobConfig,
     add_arguments,
@@ -55,6 +56,7 @@ DEFAULTS = {
     "--max-clock-skew-ms": 300_000,
     "--cluster-silence-ms": 30_000,
     "--cluster-forget-ms": 86_400_000,
+    "--exact": exact_by_default(),    # off, but where the suite runs exact (the Makefile)
 }
 
 # One good text per option (as a flag or its variable) and the value it gives.
@@ -85,6 +87,7 @@ GOOD = {
     "max_clock_skew_ms": ("60000", 60_000),
     "cluster_silence_ms": ("90000", 90_000),
     "cluster_forget_ms": ("3600000", 3_600_000),
+    "exact": ("on", True),
 }
 
 # One refused text for every option that validates its text, and a word of the reason.
@@ -94,6 +97,7 @@ BAD = {
     "starting_offsets": ("newest", "one of earliest, latest"),
     "max_offsets_per_trigger": ("0", "positive"),
     "fail_on_data_loss": ("maybe", "on or off"),
+    "exact": ("maybe", "on or off"),
     "kafka_options": ("security.protocol", "KEY=VALUE"),
     "metrics_port": ("nine", "whole number"),
     "session_timeout_ms": ("2m", "whole number"),
@@ -349,13 +353,13 @@ ON_OFF_WORDS = re.compile(
 
 
 def test_one_on_off_parser_in_the_project():
-    """parse_bool (streaming/spark/offset_ranges.py) is the only one."""
+    """parse_bool (streaming/core/switches.py) is the only one."""
     found = []
     for path in sorted([*(ROOT / "streaming").rglob("*.py"), *(ROOT / "producers").rglob("*.py")]):
         for number, line in enumerate(path.read_text().splitlines(), 1):
             if re.search(r"def \w*bool\w*\(", line) or ON_OFF_WORDS.search(line):
                 found.append(f"{path.relative_to(ROOT)}:{number}")
-    assert [place.split(":")[0] for place in found] == ["streaming/spark/offset_ranges.py"] * 3
+    assert [place.split(":")[0] for place in found] == ["streaming/core/switches.py"] * 3
 
 
 def test_the_older_duration_flags_and_variables_still_work_and_say_what_replaces_them(
@@ -374,3 +378,17 @@ def test_the_older_duration_flags_and_variables_still_work_and_say_what_replaces
     assert config_from_args(args).trigger_interval_ms == 750
     with pytest.raises(SystemExit):
         parser().parse_args(["--bootstrap-servers", "b:9092", "--trigger-interval", "soon"])
+
+
+def test_exact_is_read_from_the_variable_the_core_reads():
+    """The suite's exact run sets one variable: the job's --exact and the core's StepConfig
+    default both read it."""
+    exact = next(each for each, _ in options() if each.name == "exact")
+    assert env_of(exact) == EXACT_VARIABLE
+    assert parse("--exact", "on").step_config().exact is True
+    assert parse("--exact", "off").step_config().exact is False
+
+
+def test_exact_keeps_one_group_per_shard_so_a_shard_count_is_refused(capsys):
+    with pytest.raises(SystemExit, match="--exact keeps one group per state shard"):
+        parse("--exact", "on", "--state-shards", "8")

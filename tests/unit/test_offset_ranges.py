@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from streaming.core.switches import parse_bool
 from streaming.spark.kafka_client import client_settings
 from streaming.spark.offset_ranges import (
     OffsetRange,
@@ -15,7 +16,6 @@ from streaming.spark.offset_ranges import (
     fair_split,
     from_offsets,
     limit_ends,
-    parse_bool,
     parse_positive_int,
     parse_starting_offsets,
     plan_ranges,
