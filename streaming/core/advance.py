@@ -28,7 +28,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from streaming.core.contract import StepOutput
+from streaming.core.contract import ResetCause, StepOutput
+from streaming.core.state.codec import CodecError
 from streaming.core.state.events import Event
 from streaming.core.state.refresh import Refreshes, unpack_kept
 from streaming.core.state.shard import ShardEntry, is_due
@@ -38,20 +39,43 @@ from streaming.core.times import NO_TIMEOUT
 
 class Advanced(NamedTuple):
     """The group's entry after the batch (None: the group is gone), its step's output (None:
-    the batch's events were kept, there is nothing to publish) and what the new blob's view
-    takes as a refresh (None: no step, or the group is gone)."""
+    the batch's events were kept, there is nothing to publish), what the new blob's view
+    takes as a refresh (None: no step, or the group is gone) and, when the stored entry could
+    not be read, why (the group then starts afresh from this batch's events)."""
 
     entry: ShardEntry | None
     output: StepOutput | None
     refreshes: Refreshes | None = None
+    reset: ResetCause | None = None
 
 
 def advance(entry: ShardEntry | None, events: Sequence[tuple[Event, int]],
             watermark_ms: int | None, config: StepConfig | None = None,
             refreshes_for: Callable[[bytes], Refreshes] | None = None) -> Advanced:
     """`refreshes_for(blob)` gives what the blob's view takes as a refresh; by default it is
-    decoded from the blob (the job caches it per worker, keyed by the blob)."""
+    decoded from the blob (the job caches it per worker, keyed by the blob). A stored entry
+    that cannot be read is never fatal: the group is rebuilt from the batch's events (gone if
+    it has none), and `reset` says why.
+
+        >>> from streaming.core.state.events import parse_event
+        >>> [beat] = parse_event({"type": "heartbeat", "ts": 1_700_000_000_000, "group": "g",
+        ...                       "client_id": "c1", "topics": ["T"], "strategy": "AVG"})
+        >>> rebuilt = advance(ShardEntry(b"\x09garbage", 0), [(beat, 0)], None)
+        >>> rebuilt.reset, rebuilt.output.metrics.members
+        ('unknown_version', 1)
+    """
     config = config or StepConfig()
+    try:
+        return _advance(entry, events, watermark_ms, config, refreshes_for)
+    except CodecError as error:
+        if entry is None:
+            raise
+        return _advance(None, events, watermark_ms, config, None)._replace(reset=error.cause)
+
+
+def _advance(entry: ShardEntry | None, events: Sequence[tuple[Event, int]],
+             watermark_ms: int | None, config: StepConfig,
+             refreshes_for: Callable[[bytes], Refreshes] | None) -> Advanced:
     if refreshes_for is None:
         def refreshes_for(blob: bytes) -> Refreshes:
             return refreshes_of(blob, config)

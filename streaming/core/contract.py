@@ -44,6 +44,12 @@ FindingKind = Literal[
     "target_skew", "broker_split_view"]
 Status = Literal["started", "ended"]
 # The rows the state function gives the driver, by their kind column.
+# Why a stored state was reset (rebuilt from the group's next events) instead of read: a group's
+# blob written by a newer build, a group's blob that does not decode, a shard's value that does
+# not (its groups after the break are lost).
+ResetCause = Literal["unknown_version", "corrupt_group", "corrupt_shard"]
+RESET_CAUSES: tuple[ResetCause, ...] = ("unknown_version", "corrupt_group", "corrupt_shard")
+
 RowKind = Literal["metrics", "removed", "finding", "dead_letter", "counts", "detail"]
 METRICS: RowKind = "metrics"
 REMOVED: RowKind = "removed"
@@ -319,6 +325,7 @@ class ShardCounts:
     invalid: Mapping[str, int]
     event_time_ms: int = 0
     clusters: Mapping[str, int] = field(default_factory=dict)   # cluster -> newest event time
+    resets: Mapping[str, int] = field(default_factory=dict)     # ResetCause -> states reset
 
     def to_json(self) -> bytes:
         return json.dumps(self.__dict__).encode()

@@ -23,7 +23,7 @@ from typing import Protocol
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from streaming.core.contract import FindingRecord, GroupKey, GroupMetrics
+from streaming.core.contract import RESET_CAUSES, FindingRecord, GroupKey, GroupMetrics
 from streaming.exporter.details import GroupDetails
 
 GROUP_LABELS = ["system", "group", "cluster"]
@@ -126,6 +126,7 @@ class JobHealth:
     source_records_total: int = 0
     rows_dropped_by_watermark_total: int = 0
     unaccounted_records_total: int = 0
+    state_resets_total: dict[str, int] = field(default_factory=dict)
     clusters: dict[str, tuple[int, bool]] = field(default_factory=dict)   # newest ms, silent
     stale_groups: list[GroupKey] = field(default_factory=list)
 
@@ -325,6 +326,13 @@ class JobHealthCollector(Collector):
             "rebalance_monitor_unaccounted_records",
             "Records read that were neither applied nor dead-lettered, summed over batches "
             "(must stay 0).", value=health.unaccounted_records_total)
+        resets = CounterMetricFamily(
+            "rebalance_monitor_state_resets",
+            "Stored group states that could not be read and were rebuilt from the groups' next "
+            "events, by cause (must stay 0).", labels=["cause"])
+        for cause in RESET_CAUSES:
+            resets.add_metric([cause], float(health.state_resets_total.get(cause, 0)))
+        yield resets
         yield from _cluster_families(health)
         yield GaugeMetricFamily("rebalance_monitor_batch_duration_seconds",
                                 "Wall time of the last micro-batch (Spark's triggerExecution).",

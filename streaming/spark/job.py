@@ -33,7 +33,8 @@ from streaming.common.delivery import DeliveryStats, Outbox, RetryPolicy
 from streaming.common.delivery_metrics import DeliveryCollector
 from streaming.common.faults import Backoff
 from streaming.common.kafka_options import parse_kafka_options
-from streaming.core.state.shard import decode_shard
+from streaming.core.state.codec import CodecError
+from streaming.core.state.shard import salvage_shard
 from streaming.core.step import StepConfig, snapshot_of
 from streaming.exporter import (
     ClientSeriesPolicy,
@@ -118,14 +119,24 @@ def restore_snapshots(spark: SparkSession, checkpoint: str, store: SnapshotStore
         if error.getCondition() != "STDS_COMMITTED_BATCH_UNAVAILABLE":
             raise
         return 0
-    restored = 0
+    restored, unreadable = 0, 0
     for row in rows:
         shard = row["value"]["groupState"]["blob"]
-        for key, entry in decode_shard(bytes(shard)).items() if shard is not None else ():
-            metrics, detail = snapshot_of(entry.blob, step_config)
+        salvaged = salvage_shard(bytes(shard)) if shard is not None else None
+        unreadable += bool(salvaged and salvaged.broken)
+        for key, entry in salvaged.entries.items() if salvaged else ():
+            try:
+                metrics, detail = snapshot_of(entry.blob, step_config)
+            except CodecError:
+                unreadable += 1
+                continue
             store.replace_group(replace(metrics, cluster=key.cluster))
             store.details.put(replace(detail, cluster=key.cluster).to_json())
             restored += 1
+    if unreadable:
+        # The state function resets them at their next batch, where they are counted.
+        log.error("%d stored group states or shards could not be read: not shown until their "
+                  "groups' next events rebuild them", unreadable)
     return restored
 
 

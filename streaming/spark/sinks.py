@@ -57,6 +57,7 @@ class JobCounters:
     source_records: int = 0
     rows_dropped_by_watermark: int = 0
     unaccounted_records: int = 0
+    resets: Counter = field(default_factory=Counter)   # ResetCause -> stored states reset
     liveness: dict | None = None       # streaming.spark.staleness.ClusterLiveness.to_json()
 
     @classmethod
@@ -65,7 +66,8 @@ class JobCounters:
         if text is None:
             return cls()
         data = json.loads(text)
-        data["events"], data["invalid"] = Counter(data["events"]), Counter(data["invalid"])
+        for name in ("events", "invalid", "resets"):
+            data[name] = Counter(data.get(name, {}))
         return cls(**data)
 
     def save(self, file: TextFile) -> None:
@@ -120,11 +122,16 @@ class BatchSink:
 
     def apply_rows(self, rows, batch_id: int) -> None:
         first_time = batch_id > self._counters.batch_id
-        accounted = Counter()
+        accounted, resets_before = Counter(), Counter(self._counters.resets)
         for row in rows:
             if row.kind == COUNTS:
                 self._apply_counts(ShardCounts.from_json(bytes(row.payload)), first_time,
                                    accounted)
+        if self._counters.resets != resets_before:
+            reset = self._counters.resets - resets_before
+            log.error("batch %d: %d stored group states could not be read and were reset (%s); "
+                      "each group is rebuilt from its next events", batch_id, reset.total(),
+                      ", ".join(f"{cause} {n}" for cause, n in sorted(reset.items())))
         for key, frozen in self._liveness.thaw():
             held = self._held_details.pop(key, None)
             if held is not None:
@@ -178,6 +185,7 @@ class BatchSink:
         if count:
             self._counters.events.update(counts.events)
             self._counters.invalid.update(counts.invalid)
+            self._counters.resets.update(counts.resets)
 
     def _apply_row(self, row, count: bool) -> None:
         kind, key = row.kind, GroupKey(row.system, row.group, row.cluster)
@@ -229,6 +237,7 @@ class BatchSink:
                        source_records_total=counters.source_records,
                        rows_dropped_by_watermark_total=counters.rows_dropped_by_watermark,
                        unaccounted_records_total=counters.unaccounted_records,
+                       state_resets_total=dict(counters.resets),
                        clusters=self._liveness.clusters_health(),
                        stale_groups=self._liveness.stale_groups(self._store.group_keys()))
         if finished_at is not None:

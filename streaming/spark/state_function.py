@@ -38,10 +38,10 @@ from streaming.core.state.events import Event, EventParser, Invalid, parse_event
 from streaming.core.state.refresh import Refreshes
 from streaming.core.state.shard import (
     ShardEntry,
-    decode_shard,
     earliest_timeout,
     encode_shard,
     is_due,
+    salvage_shard,
 )
 from streaming.core.step import StepConfig, refreshes_of
 from streaming.spark.parse import UNROUTABLE_KEY
@@ -67,11 +67,11 @@ WORKER_GC_THRESHOLDS = (50_000, 20, 10)
 
 
 class Counts:
-    """Valid events by type, invalid ones by reason, the newest valid event time and each
-    cluster's, for the shard's one counts row."""
+    """Valid events by type, invalid ones by reason, stored states reset by cause, the newest
+    valid event time and each cluster's, for the shard's one counts row."""
 
     def __init__(self) -> None:
-        self.valid, self.invalid = Counter(), Counter()
+        self.valid, self.invalid, self.resets = Counter(), Counter(), Counter()
         self.event_time_ms = 0
         self.clusters: dict[str, int] = {}
 
@@ -81,7 +81,7 @@ class Counts:
 
     def to_json(self) -> bytes:
         return ShardCounts(dict(self.valid), dict(self.invalid), self.event_time_ms,
-                           self.clusters).to_json()
+                           self.clusters, dict(self.resets)).to_json()
 
 
 class RefreshCache:
@@ -134,21 +134,22 @@ def make_state_function(config: StepConfig, max_event_bytes: int = 1 << 20,
     def apply_shard(key, batches: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
         _tune_worker_gc()
         watermark = _watermark(state)
-        entries = decode_shard(state.get[0]) if state.exists else {}
-        arrived = _rows_by_group(batches)
         rows, counts, stepped = [], Counts(), set()
+        entries = _stored_entries(state, counts)
+        arrived = _rows_by_group(batches)
         for group_key in sorted(arrived):
             events, dead = _decode(group_key, arrived[group_key], judge, counts)
             rows += [(*group_key, DEAD_LETTER, reason, raw) for raw, reason in dead]
             if group_key.group != UNROUTABLE_KEY and events:
-                rows += _advance(group_key, entries, events, watermark, config, refreshes)
+                rows += _advance(group_key, entries, events, watermark, config, refreshes,
+                                 counts)
                 stepped.add(group_key)
         # A group whose rows were all dead letters is due like one without rows: its stored
         # timeout must not fall behind the watermark (Spark refuses such a timeout).
         for group_key in sorted(k for k, entry in entries.items()
                                 if k not in stepped and is_due(entry, watermark)):
-            rows += _advance(group_key, entries, [], watermark, config, refreshes)
-        if arrived:
+            rows += _advance(group_key, entries, [], watermark, config, refreshes, counts)
+        if arrived or counts.resets:
             rows.append(("", str(key[0]), "", COUNTS, None, counts.to_json()))
         _store(state, entries)
         yield _frame(rows)
@@ -182,14 +183,28 @@ def _rows_by_group(batches: Iterator[pd.DataFrame]) -> dict[GroupKey, list[tuple
     return by_group
 
 
+def _stored_entries(state, counts: Counts) -> dict[GroupKey, ShardEntry]:
+    """The shard's stored groups; a value that breaks off keeps the groups before the break
+    (counted as a reset: the rest start afresh from their next events)."""
+    if not state.exists:
+        return {}
+    salvaged = salvage_shard(state.get[0])
+    if salvaged.broken:
+        counts.resets["corrupt_shard"] += 1
+    return salvaged.entries
+
+
 def _advance(key: GroupKey, entries: dict, events: list, watermark: int | None,
-             config: StepConfig, cache: RefreshCache | None) -> list[tuple]:
+             config: StepConfig, cache: RefreshCache | None, counts: Counts) -> list[tuple]:
     """Advance the group from its stored entry (none for a new group); keep its new entry in
     the shard's entries (or drop the group); its output rows (none when its events were kept).
-    Without a cache, what a blob takes as a refresh is decoded from it."""
+    Without a cache, what a blob takes as a refresh is decoded from it. An entry that could
+    not be read was reset: counted by cause."""
     entry: ShardEntry | None = entries.get(key)
-    advanced = advance(entry, events, watermark, config,
-                       cache and (lambda blob: cache.lookup(key, blob, config)))
+    refreshes_for = None if cache is None else lambda blob: cache.lookup(key, blob, config)
+    advanced = advance(entry, events, watermark, config, refreshes_for)
+    if advanced.reset is not None:
+        counts.resets[advanced.reset] += 1
     if advanced.entry is None:
         entries.pop(key, None)
     else:

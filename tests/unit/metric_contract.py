@@ -40,7 +40,8 @@ HEALTH_METRICS = frozenset({
     "rebalance_monitor_produce_errors_total", "rebalance_monitor_undelivered_records_total",
     "rebalance_monitor_truncated_records_total", "rebalance_monitor_query_restarts_total",
     "rebalance_monitor_source_records_total", "rebalance_monitor_rows_dropped_by_watermark_total",
-    "rebalance_monitor_unaccounted_records_total", "rebalance_cluster_last_event_time_seconds",
+    "rebalance_monitor_unaccounted_records_total", "rebalance_monitor_state_resets_total",
+    "rebalance_cluster_last_event_time_seconds",
     "rebalance_cluster_silent", "rebalance_group_stale",
 })
 # What the producer commands serve (producers/health.py), and Prometheus's own `up`.

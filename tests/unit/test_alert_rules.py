@@ -57,6 +57,7 @@ REQUIRED_ALERTS = {
     "RebalanceMonitorUndeliveredRecords": ("warning", None),
     "RebalanceMonitorQueryRestarts": ("warning", None),
     "RebalanceMonitorLostEvents": ("critical", None),
+    "RebalanceMonitorStateReset": ("warning", None),
     "RebalanceClusterSilent": ("critical", "1m"),
     "RebalanceProducerDown": ("critical", "2m"),
     "RebalanceProducerNotPolling": ("critical", "3m"),

@@ -23,7 +23,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
-from streaming.core.contract import FindingIdentity, JsonObject, JsonValue, Owned, Queue2
+from streaming.core.contract import (
+    FindingIdentity,
+    JsonObject,
+    JsonValue,
+    Owned,
+    Queue2,
+    ResetCause,
+)
 from streaming.core.state.events import BrokerAnswers, Event, GroupProtocol
 from streaming.core.state.group import GroupState, Member, MemberKey
 from streaming.core.state.stored import Stored
@@ -38,7 +45,12 @@ _T = TypeVar("_T")
 
 
 class CodecError(ValueError):
-    """The bytes are not a state blob this build can read."""
+    """The bytes are not a state blob this build can read; `cause`: a blob of another build's
+    version, or one that does not decode."""
+
+    def __init__(self, message: str, cause: ResetCause = "corrupt_group") -> None:
+        super().__init__(message)
+        self.cause: ResetCause = cause
 
 
 def render_state(state: GroupState) -> str:
@@ -70,7 +82,8 @@ def decode_body(blob: bytes) -> StoredBody:
     if not blob:
         raise CodecError("empty state blob")
     if blob[0] != VERSION:
-        raise CodecError(f"unknown state version {blob[0]}; this build reads version {VERSION}")
+        raise CodecError(f"unknown state version {blob[0]}; this build reads version {VERSION}",
+                         "unknown_version")
     try:
         body = json.loads(zlib.decompress(blob[1:]).decode("utf-8", "surrogatepass"))
         return StoredBody(body, body["h"], body["n"], body.get("o", ALL_PUBLISHED))

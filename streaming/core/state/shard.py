@@ -72,12 +72,44 @@ def encode_shard(entries: Mapping[GroupKey, ShardEntry]) -> bytes:
     return b"".join(parts)
 
 
+class Salvaged(NamedTuple):
+    """What a shard's value still gives: every entry before the first unreadable byte, and
+    whether it had one (its groups after that are lost, and rebuilt from their next events)."""
+
+    entries: dict[GroupKey, ShardEntry]
+    broken: bool
+
+
+def salvage_shard(value: bytes) -> Salvaged:
+    """`decode_shard`, keeping what precedes a break instead of refusing the whole value.
+
+        >>> from streaming.core.contract import GroupKey
+        >>> value = encode_shard({GroupKey("kafka", "a"): ShardEntry(b"1", 5),
+        ...                       GroupKey("kafka", "b"): ShardEntry(b"2", 5)})
+        >>> [key.group for key in salvage_shard(value[:-3]).entries], salvage_shard(value[:-3]).broken
+        (['a'], True)
+    """
+    entries: dict[GroupKey, ShardEntry] = {}
+    try:
+        _decode_into(value, entries)
+    except ShardFormatError:
+        return Salvaged(entries, True)
+    return Salvaged(entries, False)
+
+
 def decode_shard(value: bytes) -> dict[GroupKey, ShardEntry]:
+    """The shard's entries; ShardFormatError if any byte of it is unreadable."""
+    entries: dict[GroupKey, ShardEntry] = {}
+    _decode_into(value, entries)
+    return entries
+
+
+def _decode_into(value: bytes, entries: dict[GroupKey, ShardEntry]) -> None:
     if not value or value[0] not in READABLE_VERSIONS:
         found = value[0] if value else "nothing"
         raise ShardFormatError(f"shard format {found}, expected one of {READABLE_VERSIONS}")
     with_kept, with_cluster = value[0] >= 2, value[0] >= 3
-    view, at, entries = memoryview(value), 1, {}
+    view, at = memoryview(value), 1
     try:
         while at < len(view):
             system_len, group_len, blob_len, timeout_ms = _ENTRY.unpack_from(view, at)
@@ -109,7 +141,6 @@ def decode_shard(value: bytes) -> dict[GroupKey, ShardEntry]:
             entries[GroupKey(system, group, cluster)] = ShardEntry(blob, timeout_ms, kept)
     except (struct.error, UnicodeDecodeError) as error:
         raise ShardFormatError(f"shard unreadable: {error}") from None
-    return entries
 
 
 def earliest_timeout(entries: Mapping[GroupKey, ShardEntry]) -> int | None:
