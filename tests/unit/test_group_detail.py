@@ -56,7 +56,7 @@ def test_the_detail_crosses_the_spark_boundary_unchanged():
 
 
 def test_a_step_that_changes_nothing_it_shows_emits_no_detail():
-    run = Run()
+    run = Run(StepConfig(exact=False))     # the exact twin sends the detail at every step
     assert run.batch(doubled_by_a_stale_view()).detail is not None
     # The same facts again, later: nothing the detail shows changed.
     again = [hb("c1", ["T"], ts=T0 + 1_000, broker="b"),
@@ -89,7 +89,7 @@ def test_an_expiry_is_a_change_and_a_gone_group_has_no_detail():
 
 
 def test_the_detail_a_restart_rebuilds_is_the_one_emitted_last():
-    run = Run()
+    run = Run(StepConfig(exact=False))     # the exact twin sends the detail at every step
     emitted = run.batch(doubled_by_a_stale_view()).detail
     assert run.batch([hb("c1", ["T"], ts=T0 + 1_000, broker="b")]).detail is None
     metrics, restored = snapshot_of(run.blob)
