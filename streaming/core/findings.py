@@ -1,4 +1,5 @@
-"""Findings of one group, the metrics snapshot, and the started / ended records between two sets.
+"""Findings of one group: what is wrong with it as it stands (detection). What goes to the
+findings topic is streaming.core.publication's; its metrics, streaming.core.group_metrics'.
 
     >>> from streaming.core.state.events import parse_event
     >>> from streaming.core.state.group import GroupState, apply_event
@@ -21,16 +22,11 @@ import math
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from itertools import groupby
-from operator import attrgetter
-from typing import Any, NamedTuple, get_args
+from typing import get_args
 
 from streaming.core.contract import (
     FindingIdentity,
     FindingKind,
-    FindingRecord,
-    GroupKey,
-    GroupMetrics,
     JsonValue,
     Queue2,
 )
@@ -383,148 +379,3 @@ def _mismatches(state: GroupState) -> list[Finding]:
                                  detail={"missing": len(computed - owned),
                                          "extra": len(owned - computed)}))
     return found
-
-
-def diff(before: Mapping[FindingIdentity, int], after: Mapping[FindingIdentity, int],
-         current: Mapping[FindingIdentity, Finding], key: GroupKey, at: int) -> list[FindingRecord]:
-    """Records for the findings that ended (in before, not after) and started (the reverse).
-    A finding that ended and began again in between (a new `since`) yields both."""
-    ended = [FindingRecord.of("ended", i, key, s, at)
-             for i, s in sorted(before.items(), key=_order) if after.get(i) != s]
-    started = [FindingRecord.of("started", i, key, s, at, current[i].detail if i in current else None)
-               for i, s in sorted(after.items(), key=_order) if before.get(i) != s]
-    return ended + started
-
-
-class Transition(NamedTuple):
-    """A finding starting or ending at event time `at`, caused by the event at `offset` (-1: a
-    session expiry, which comes before the events of the same time)."""
-
-    at: int
-    offset: int
-    status: str                 # "started" or "ended"
-    identity: FindingIdentity
-    since: int
-    detail: dict[str, JsonValue] | None
-
-
-def transitions(before: Mapping[FindingIdentity, int], after: Mapping[FindingIdentity, int],
-                found: list[Finding], at: int, offset: int) -> list[Transition]:
-    """What changed between two open sets (identity -> since) at one event: ended, then started."""
-    ended = [i for i in before if i not in after]
-    if not ended and len(after) == len(before):
-        return []
-    out = [Transition(at, offset, "ended", i, before[i], None) for i in sorted(ended, key=repr)]
-    if len(after) > len(before) - len(ended):
-        started = [f for f in found if f.identity not in before]
-        out += [Transition(at, offset, "started", f.identity, at, f.detail)
-                for f in sorted(started, key=_identity_repr)]
-    return out
-
-
-def _identity_repr(finding: Finding) -> str:
-    return repr(finding.identity)
-
-
-def publish(published: Mapping[FindingIdentity, int], log: list[Transition],
-            open_now: dict[FindingIdentity, int], current: Mapping[FindingIdentity, Finding],
-            key: GroupKey, cursor_at: int) -> list[FindingRecord]:
-    """The records that take the findings topic from `published` (open as published so far) to
-    `open_now`: first a correction of history already published (the open set at the cursor,
-    rebuilt by undoing `log` from `open_now`, diffed against `published`, stamped `cursor_at`),
-    then every transition after the cursor, in event-time order, each at its own time."""
-    at_cursor = open_now
-    if log:
-        at_cursor = dict(open_now)
-        for change in reversed(log):
-            if change.status == "started":
-                at_cursor.pop(change.identity, None)
-            else:
-                at_cursor[change.identity] = change.since
-    out = diff(published, at_cursor, current, key, cursor_at) if at_cursor != published else []
-    for at, changes in groupby(log, key=attrgetter("at")):
-        out += _net(list(changes), key, at)
-    return out
-
-
-def _net(changes: list[Transition], key: GroupKey, at: int) -> list[FindingRecord]:
-    """One instant's records: what was open before it against what is open after it, so a
-    finding that starts and ends within one millisecond (events of one instant applied one by
-    one) is no finding."""
-    before: dict[FindingIdentity, int | None] = {}
-    last: dict[FindingIdentity, Transition] = {}
-    for change in changes:
-        if change.identity not in before:
-            before[change.identity] = change.since if change.status == "ended" else None
-        last[change.identity] = change
-    out, started = [], []
-    for identity, change in sorted(last.items(), key=_order):
-        since = before[identity]
-        after = change.since if change.status == "started" else None
-        if since is not None and after != since:
-            out.append(FindingRecord.of("ended", identity, key, since, at))
-        if after is not None and after != since:
-            started.append(FindingRecord.of("started", identity, key, after, at, change.detail))
-    return out + started
-
-
-def _order(item: tuple[FindingIdentity, object]) -> str:
-    return repr(item[0])
-
-
-def metrics(state: GroupState, result: GroupFindings) -> GroupMetrics:
-    """The group's metrics (docs/metrics.md) from its state and findings."""
-    conflicts = [state.since[f.identity] for f in result.findings
-                 if f.kind in CONFLICT_KINDS and f.identity in state.since]
-    client_queues: dict[str, int] = {}
-    for (client_id, _), load in sorted(result.loads.items()):
-        client_queues[client_id] = client_queues.get(client_id, 0) + load
-    return GroupMetrics(
-        **_common_metrics(state, result, conflicts, client_queues), **_assignment_metrics(state, result))
-
-
-def _assignment_metrics(state: GroupState, result: GroupFindings) -> dict[str, Any]:
-    kind = group_type(state)
-    out = {"group_type": kind, "assignor": state.assignor or "",
-           "assignor_changes_total": state.assignor_changes,
-           "share_readers": dict(result.share_readers)}
-    protocols = [m.protocol for m in state.members.values() if m.protocol is not None]
-    if kind not in ("consumer", "share"):
-        return out
-    pending = [state.since[f.identity] for f in result.findings
-               if f.kind == "handoff_pending" and f.identity in state.since]
-    epochs = [p.group_epoch for p in protocols if p.group_epoch is not None]
-    targets = [p.assignment_epoch for p in protocols if p.assignment_epoch is not None]
-    return {**out, "reconciling_members": result.count("handoff_pending"),
-            "handoff_since_ms": min(pending) if pending else None,
-            "max_epoch_lag": max((p.epoch_lag for p in protocols), default=0),
-            "group_epoch": max(epochs) if epochs else None,
-            "assignment_epoch": max(targets) if targets else None,
-            "target_skew_ratio": result.target_skew_ratio,
-            "target_unassigned": {t: result.count("target_unassigned", t) for t in result.queues}
-            if kind == "consumer" else {},
-            "share_readers": dict(result.share_readers)}
-
-
-def _common_metrics(state: GroupState, result: GroupFindings, conflicts: list[int],
-                    client_queues: dict[str, int]) -> dict[str, Any]:
-    return dict(
-        system=state.system, group=state.group, event_time_ms=state.clock,
-        members=len(state.members), queues=dict(result.queues),
-        double_assigned={t: result.count("double_assignment", t) for t in result.queues},
-        orphaned={t: result.count("orphaned_queue", t) for t in result.queues},
-        conflict_since_ms=min(conflicts) if conflicts else None,
-        skew_ratio=result.skew_ratio,
-        idle_clients=result.count("idle_client"),
-        subscription_inconsistent=min(1, result.count("subscription_inconsistent")),
-        strategy_inconsistent=min(1, result.count("strategy_inconsistent")),
-        client_id_collisions=result.count("client_id_collision"),
-        view_divergent_clients=result.count("view_divergent"),
-        broker_view_divergent=min(1, result.count("broker_view_divergent")),
-        allocation_mismatch_clients=result.count("allocation_mismatch"),
-        holdings_pending_clients=result.count("holdings_pending"),
-        broker_split={t: result.count("broker_split_view", t) for t in result.queues}
-        if state.system == "rocketmq" else {},
-        rebalances_total=state.rebalances, queue_moves_total=state.queue_moves,
-        late_events_total=state.late_events, client_queues=client_queues,
-    )

@@ -68,6 +68,7 @@ from itertools import repeat
 from typing import NamedTuple
 
 from streaming.core import findings as fnd
+from streaming.core import publication as pub
 from streaming.core.contract import (
     FindingIdentity,
     GroupDetail,
@@ -78,6 +79,7 @@ from streaming.core.contract import (
     StepOutput,
 )
 from streaming.core.detail import group_detail
+from streaming.core.group_metrics import group_metrics
 from streaming.core.state.codec import StoredBody, decode, decode_body, encode, render_state
 from streaming.core.state.events import Event
 from streaming.core.state.group import (
@@ -128,7 +130,7 @@ class Replay:
         self.exact = exact               # StepConfig.exact: no shortcut in _react, every detail
         self.claims = claims_of(state)
         self.findings: fnd.GroupFindings | None = None
-        self.log: list[fnd.Transition] | None = None if published is None else []
+        self.log: list[pub.Transition] | None = None if published is None else []
         self.published = published if published is not None else START
         self.changed = False
 
@@ -208,14 +210,14 @@ def refreshes_of(blob: bytes, config: StepConfig = StepConfig()) -> Refreshes:
 def metrics_of(blob: bytes, config: StepConfig | None = None) -> GroupMetrics:
     """The group's metrics from its blob alone."""
     view = _restored_view(blob, config or StepConfig())
-    return fnd.metrics(view.state, view.current_findings())
+    return group_metrics(view.state, view.current_findings())
 
 
 def snapshot_of(blob: bytes, config: StepConfig | None = None) -> tuple[GroupMetrics, GroupDetail]:
     """The group's metrics and detail from its blob alone (a restart rebuilds /metrics and the
     group pages with them)."""
     view = _restored_view(blob, config or StepConfig())
-    return fnd.metrics(view.state, view.current_findings()), _detail(view)
+    return group_metrics(view.state, view.current_findings()), _detail(view)
 
 
 def _restored_view(blob: bytes, config: StepConfig) -> Replay:
@@ -351,9 +353,9 @@ def _conclude(view: Replay, open_findings: Mapping[FindingIdentity, int],
     by_identity = {f.identity: f for f in current.findings}
     key = GroupKey(state.system, state.group)
     # Every view concluded here is publishing (_publishing): its log is a list.
-    changes = fnd.publish(open_findings, view.log, open_now, by_identity, key, published_at[0])  # type: ignore[arg-type]
+    changes = pub.publish(open_findings, view.log, open_now, by_identity, key, published_at[0])  # type: ignore[arg-type]
     if not state.members and now > state.clock + state.session_timeout_ms:
-        changes += fnd.diff(open_now, {}, {}, key, now)
+        changes += pub.diff(open_now, {}, {}, key, now)
         return Stepped(StepOutput(None, None, changes, None), None)
     reached = max(published_at, (now, -1), *((e.ts, o) for e, o in window.pending[-1:]))
     # With no event inside the window, the view is the settled state plus expiry: the next step
@@ -364,7 +366,7 @@ def _conclude(view: Replay, open_findings: Mapping[FindingIdentity, int],
     refreshes = Refreshes(state, kept.now, _last_pending(kept))
     # Spark wakes the group at its next expiry (of a member, a broker's entry, or the group
     # itself), so a group that goes quiet still expires, and its series go, in event time.
-    output = StepOutput(encode(kept), fnd.metrics(state, current), changes,
+    output = StepOutput(encode(kept), group_metrics(state, current), changes,
                         next_deadline(state),
                         _detail(view, open_now) if view.changed or view.exact else None)
     return Stepped(output, refreshes)
@@ -492,7 +494,7 @@ def _log(replay: Replay, before: Mapping[FindingIdentity, int],
          after: Mapping[FindingIdentity, int], found: list[fnd.Finding], at: int,
          offset: int) -> None:
     if replay.log is not None and (at, offset) > replay.published:
-        replay.log += fnd.transitions(before, after, found, at, offset)
+        replay.log += pub.transitions(before, after, found, at, offset)
 
 
 def _nonempty(claims: Claims) -> Claims:
