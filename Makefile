@@ -53,10 +53,14 @@ helm:
 demo: setup jars
 	$(BIN)/rebalance-monitor demo
 
+# Then the exact twin (docs/architecture.md, Fast paths): the unit suite and the end-to-end
+# scenarios again with every step through the full definition, no shortcut and no cache.
 test: setup system-deps jars helm
 	$(BIN)/ruff check streaming producers tests
 	$(BIN)/mypy
 	$(BIN)/pytest
+	REBALANCE_MONITOR_EXACT=on $(BIN)/pytest -q tests/unit
+	REBALANCE_MONITOR_EXACT=on $(BIN)/pytest -q tests/integration/test_scenarios_e2e.py tests/integration/test_state_reset.py
 
 test-unit: setup
 	$(BIN)/pytest -m unit
