@@ -65,10 +65,11 @@ def test_an_unreadable_group_state_is_reset_and_the_job_goes_on(
     with RunningMonitor(spark, kafka_bootstrap, topic, tmp_path, **overrides) as monitor:
         monitor.wait_for(lambda m: members(m, "g1") == 2 and members(m, "g2") == 2)
 
-    # 2. A batch of g2's alone, stored by the injector with g1's blob unreadable.
+    # 2. A batch of both, stored by the injector with g1's blob unreadable.
     monkeypatch.setattr(job_module, "make_state_function",
                         corrupting(GroupKey("rocketmq", "g1")))
-    produce_events(kafka_bootstrap, topic, [heartbeat("g2", "c3", T0 + 1_000)])
+    produce_events(kafka_bootstrap, topic, [heartbeat("g1", "c1", T0 + 1_000),
+                                            heartbeat("g2", "c3", T0 + 1_000)])
     with RunningMonitor(spark, kafka_bootstrap, topic, tmp_path, **overrides) as monitor:
         monitor.wait_for(lambda m: members(m, "g2") == 3)
     monkeypatch.undo()
