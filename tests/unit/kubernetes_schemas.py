@@ -16,6 +16,7 @@ by tests/unit/test_kubernetes_manifests.py and tests/unit/test_helm_chart.py. No
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -154,3 +155,15 @@ def builtin_problems(document: dict) -> list[str]:
     except kubernetes_validate.ValidationError as error:
         return [f"{'.'.join(map(str, error.path))}: {error.message}"]
     return []
+
+
+def with_field_set(document: dict, path: str, value) -> dict:
+    """A copy of `document` with the field at `path` (dots; a number indexes a list) set: a
+    broken manifest for a test to see refused."""
+    changed = copy.deepcopy(document)
+    *parents, last = [int(key) if key.isdigit() else key for key in path.split(".")]
+    node = changed
+    for key in parents:
+        node = node[key]
+    node[last] = value
+    return changed

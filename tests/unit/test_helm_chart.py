@@ -13,7 +13,6 @@ Needs helm (`make helm` builds it from the Go module proxy): skipped without it,
 
 from __future__ import annotations
 
-import copy
 import importlib.util
 import json
 import os
@@ -33,6 +32,7 @@ from tests.unit.kubernetes_schemas import (
     errors_of,
     makefile_variable,
     prometheus_operator_crds,
+    with_field_set,
 )
 from tests.unit.metric_contract import REPO
 
@@ -172,13 +172,7 @@ def test_every_rendered_object_is_valid_against_its_schema(helm, validators, val
 def broken(documents: list[dict], kind: str, path: str, value) -> dict:
     """A copy of the first rendered `kind` with the field at `path` (dots; a number indexes a
     list) set."""
-    document = copy.deepcopy(next(d for d in documents if d["kind"] == kind))
-    *parents, last = [int(key) if key.isdigit() else key for key in path.split(".")]
-    node = document
-    for key in parents:
-        node = node[key]
-    node[last] = value
-    return document
+    return with_field_set(next(d for d in documents if d["kind"] == kind), path, value)
 
 
 @pytest.mark.parametrize("kind, path, value, wanted", [

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from streaming import cli
-from tests.unit.kubernetes_schemas import VENDORED, errors_of, structural
+from tests.unit.kubernetes_schemas import VENDORED, errors_of, structural, with_field_set
 from tests.unit.metric_contract import REPO
 
 pytestmark = pytest.mark.unit
@@ -50,13 +50,7 @@ def test_every_manifest_has_a_vendored_schema_and_is_valid_against_it():
 
 def broken(kind: str, path: str, value) -> dict:
     """A copy of the manifest with the field at `path` (dots; a number indexes a list) set."""
-    document = copy.deepcopy(manifest(kind))
-    *parents, last = [int(key) if key.isdigit() else key for key in path.split(".")]
-    node = document
-    for key in parents:
-        node = node[key]
-    node[last] = value
-    return document
+    return with_field_set(manifest(kind), path, value)
 
 
 @pytest.mark.parametrize("kind, path, value, wanted", [
