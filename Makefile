@@ -53,7 +53,7 @@ helm:
 demo: setup jars
 	$(BIN)/rebalance-monitor demo
 
-# Then the exact twin (docs/architecture.md, Fast paths): the unit suite and the end-to-end
+# Then the exact twin (docs/architecture.md, "Fast paths have an exact twin"): the unit suite and the end-to-end
 # scenarios again with every step through the full definition, no shortcut and no cache.
 test: setup system-deps jars helm
 	$(BIN)/ruff check streaming producers tests
