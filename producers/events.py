@@ -19,17 +19,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from streaming.core.state.fields import names_for
+
 VERSION = 1
-EVERY_EVENT = frozenset({"system", "cluster"})
-# What a producer writes for its own reasons (informational: the job ignores them):
-# strategy_assumed, shared_reason, owned_unknown, assigned_by (docs/events.md).
-HEARTBEAT_FIELDS = EVERY_EVENT | {
-    "strategy_params", "sdk", "message_model", "shared", "address", "broker", "view", "owned",
-    "owned_ts", "broker_assignments", "generation", "group_instance_id", "group_type", "target",
-    "member_epoch", "group_epoch", "assignment_epoch",
-    "strategy_assumed", "shared_reason", "owned_unknown", "assigned_by"}
-UNREGISTER_FIELDS = EVERY_EVENT | {"address"}
-ROUTE_FIELDS = EVERY_EVENT | {"group", "groups", "queues", "brokers", "partitions"}
+# The fields each builder may write beyond its arguments: the contract's table, where every field
+# is declared once (informational ones, such as strategy_assumed, among them).
+HEARTBEAT_FIELDS = names_for("heartbeat") - {"v", "type", "ts", "group", "client_id", "topics",
+                                             "strategy"}
+UNREGISTER_FIELDS = names_for("unregister") - {"v", "type", "ts", "group", "client_id"}
+ROUTE_FIELDS = names_for("route") - {"v", "type", "ts", "topic"}
 
 
 def heartbeat(ts: int, group: str, client_id: str, topics: Sequence[str], strategy: str,

@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from streaming.core.contract import JsonValue, Owned, Queue2
+from streaming.core.state.fields import EVENT_TYPES, FIELDS
 
 MAX_EVENT_BYTES = 1024 * 1024
 MIN_TS_MS = 946_684_800_000      # 2000-01-01T00:00:00Z
@@ -33,7 +34,6 @@ INVALID_REASONS: tuple[str, ...] = (
     "missing_group", "bad_timestamp", "unknown_strategy", "bad_version", "unknown_system",
     "bad_value",
 )
-EVENT_TYPES = ("heartbeat", "unregister", "route")
 SYSTEMS = ("rocketmq", "kafka")
 # GO_*: the Go client's algorithms (streaming/core/allocation/rocketmq_go.py).
 ROCKETMQ_STRATEGIES = ("AVG", "AVG_BY_CIRCLE", "CONSISTENT_HASH", "MACHINE_ROOM",
@@ -182,7 +182,23 @@ def _parse_object(obj: Mapping[str, JsonValue]) -> list[Event]:
     if system not in SYSTEMS:
         raise _Reject("unknown_system", f"system={str(system)[:80]!r}")
     body = _BODY_PARSERS[event_type](obj, system)
+    _check_informational(obj, event_type)
     return [Event(type=event_type, ts=ts, group=g, system=system, **body) for g in groups]
+
+
+# The fields the job does not read but the contract declares (for people): checked for their
+# JSON type all the same, as the schema checks them.
+_INFORMATIONAL: dict[str, list[tuple[str, JsonValue]]] = {
+    t: [(f.name, f.schema["type"]) for f in FIELDS if not f.read and t in f.types]
+    for t in EVENT_TYPES}
+_JSON_TYPES: dict[JsonValue, type | tuple[type, ...]] = {"string": str, "boolean": bool}
+
+
+def _check_informational(obj: Mapping[str, JsonValue], event_type: str) -> None:
+    for name, json_type in _INFORMATIONAL[event_type]:
+        value = obj.get(name)
+        if value is not None and not isinstance(value, _JSON_TYPES[json_type]):
+            raise _Reject("wrong_type", f"{name} must be a {json_type}")
 
 
 def _groups(obj: Mapping[str, JsonValue]) -> list[str]:
