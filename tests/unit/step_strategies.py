@@ -19,8 +19,10 @@ def rocketmq_event(draw, ts: int) -> dict:
     if kind == "route":
         brokers = draw(st.dictionaries(st.sampled_from(["a", "b"]), st.integers(0, 5),
                                        min_size=1))
-        return {"type": "route", "ts": ts, "group": "g", "topic": draw(st.sampled_from(TOPICS)),
-                "brokers": brokers}
+        route = {"type": "route", "ts": ts, "group": "g", "topic": draw(st.sampled_from(TOPICS))}
+        if draw(st.integers(0, 3)) == 0:   # the same queues, listed one by one
+            return {**route, "queues": [[b, q] for b, n in brokers.items() for q in range(n)]}
+        return {**route, "brokers": brokers}
     client = draw(st.sampled_from(CLIENTS))
     address = draw(st.sampled_from([None, None, "h1:1", "h2:1"]))
     if kind == "unregister":
@@ -38,6 +40,17 @@ def rocketmq_event(draw, ts: int) -> dict:
     if draw(st.integers(0, 5)) == 0:       # a POP reader: shares queues by design
         event["shared"] = True
         event.setdefault("owned", [["T1", "a", q] for q in range(draw(st.integers(0, 3)))])
+    if "owned" in event and draw(st.booleans()):   # holdings asked earlier (observe-rocketmq)
+        event["owned_ts"] = ts - draw(st.sampled_from([0, 100, 2_000]))
+    if draw(st.integers(0, 7)) == 0:       # clientRebalance=false: what each broker answers
+        event["broker_assignments"] = {
+            broker: {"T1": [[broker, q] for q in draw(st.lists(st.integers(0, 4), max_size=2))]
+                     if draw(st.integers(0, 4)) else None}
+            for broker in draw(st.lists(st.sampled_from(["a", "b"]), min_size=1, unique=True))}
+    if draw(st.integers(0, 9)) == 0:
+        event["message_model"] = "BROADCASTING"
+    if event["strategy"] == "CONSISTENT_HASH" and draw(st.booleans()):
+        event["strategy_params"] = {"virtual_nodes": draw(st.sampled_from([3, 10]))}
     return event
 
 
@@ -59,9 +72,12 @@ def kafka_event(draw, ts: int) -> dict:
              "generation": draw(st.sampled_from([-1, 1, 2]))}
     if draw(st.booleans()):
         event["owned"] = [["T1", p] for p in draw(st.lists(st.integers(0, 5), max_size=3))]
-    if draw(st.integers(0, 2)) == 0:       # a KIP-848 member: the broker's target and epochs
+    if draw(st.integers(0, 4)) == 0:
+        event["group_instance_id"] = f"pod-{client}"
+    if draw(st.integers(0, 2)) == 0:       # a KIP-848 (or share) member: target and epochs
         epoch = draw(st.integers(1, 3))
-        event.update(group_type="consumer", strategy=draw(st.sampled_from(["uniform", "range"])),
+        event.update(group_type=draw(st.sampled_from(["consumer", "consumer", "share"])),
+                     strategy=draw(st.sampled_from(["uniform", "range", "simple"])),
                      target=[["T1", p] for p in draw(st.lists(st.integers(0, 5), max_size=3))],
                      member_epoch=epoch - draw(st.integers(0, 1)), group_epoch=epoch,
                      assignment_epoch=epoch)

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from streaming.core.state.codec import decode
-from streaming.core.state.events import INVALID_REASONS, Event, Invalid, parse_event
+from streaming.core.state.events import INVALID_REASONS, Heartbeat, Invalid, parse_event
 from streaming.core.step import step
 from tests.unit.state_helpers import T0, hb, parsed, route
 
@@ -20,8 +20,8 @@ def test_heartbeat_is_normalised():
         "broker": "broker-a", "view": {"clients": ["c2", "c1"],
                                         "queues": {"A": [["b", 1], ["b", 0]]}},
         "owned": [["A", "b", 1], ["A", "b", 0]], "unknown_field": "ignored"}).encode())
-    assert event == Event(
-        type="heartbeat", ts=T0, group="g", system="rocketmq", client_id="10.0.0.1@123",
+    assert event == Heartbeat(
+        ts=T0, group="g", system="rocketmq", client_id="10.0.0.1@123",
         topics=("A", "B"), strategy="AVG", strategy_params={"virtual_nodes": 3},
         address="10.0.0.1:50000", broker="broker-a", view_clients=("c1", "c2"),
         view_queues={"A": (("b", 0), ("b", 1))}, owned=(("A", "b", 0), ("A", "b", 1)))

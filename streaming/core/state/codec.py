@@ -31,7 +31,15 @@ from streaming.core.contract import (
     Queue2,
     ResetCause,
 )
-from streaming.core.state.events import BrokerAnswers, Event, GroupProtocol
+from streaming.core.state.events import (
+    EVENT_CLASSES,
+    BrokerAnswers,
+    Event,
+    GroupProtocol,
+    Heartbeat,
+    Route,
+    Unregister,
+)
 from streaming.core.state.group import GroupState, Member, MemberKey
 from streaming.core.state.stored import Stored
 from streaming.core.times import ALL_PUBLISHED, UNKNOWN_DEADLINE
@@ -338,19 +346,31 @@ def _since_in(rows: list[list[JsonValue]]) -> dict[FindingIdentity, int]:
     return since
 
 
-_EVENT_DEFAULTS = {f.name: f.default for f in fields(Event) if f.name != "strategy_params"}
+# Each type's plain fields with their defaults (a required field's is MISSING: always written);
+# the fields of other forms are converted below.
+_CONVERTED = ("strategy_params", "queues", "view_queues", "owned", "protocol",
+              "broker_assignments")
+_PLAIN_FIELDS = {cls: [(f.name, f.default) for f in fields(cls) if f.name not in _CONVERTED]
+                 for cls in EVENT_CLASSES.values()}
 
 
 def _event_out(event: Event) -> JsonObject:
-    out: JsonObject = {}
-    for name, default in _EVENT_DEFAULTS.items():
+    out: JsonObject = {"type": event.type}
+    for name, default in _PLAIN_FIELDS[type(event)]:
         value = getattr(event, name)
-        if value != default or name in ("type", "ts", "group"):
+        if value != default or name in ("ts", "group"):
             out[name] = value
+    if isinstance(event, Route):
+        out["queues"] = queues_out(event.queues)
+    elif isinstance(event, Heartbeat):
+        out.update(_heartbeat_out(event))
+    return out
+
+
+def _heartbeat_out(event: Heartbeat) -> JsonObject:
+    out: JsonObject = {}
     if event.strategy_params:
         out["strategy_params"] = dict(event.strategy_params)
-    if event.queues is not None:
-        out["queues"] = queues_out(event.queues)
     if event.view_queues is not None:
         out["view_queues"] = {t: queues_out(q) for t, q in event.view_queues.items()}
     if event.owned is not None:
@@ -364,6 +384,9 @@ def _event_out(event: Event) -> JsonObject:
 
 def _event_in(data: JsonObject) -> Event:
     values = dict(data)
+    cls = EVENT_CLASSES[str(values.pop("type"))]
+    if cls is Unregister:           # a blob of the flat Event kept every type's defaults
+        values.pop("topics", None)
     for name in ("topics", "view_clients"):
         if values.get(name) is not None:
             values[name] = tuple(values[name])
@@ -377,7 +400,7 @@ def _event_in(data: JsonObject) -> Event:
         values["protocol"] = _protocol_in(values["protocol"])
     if "broker_assignments" in values:
         values["broker_assignments"] = broker_answers_in(values["broker_assignments"])
-    return Event(**values)
+    return cls(**values)
 
 
 def broker_answers_out(answers: BrokerAnswers) -> dict[str, dict[str, QueueRuns | None]]:

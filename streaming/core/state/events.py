@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import Any, ClassVar, Literal, TypeVar, overload
 
 from streaming.core.contract import JsonValue, Owned, Queue2
 from streaming.core.state.fields import EVENT_TYPES, FIELDS
@@ -80,17 +80,19 @@ class GroupProtocol:
 CLASSIC = GroupProtocol()
 
 
-@dataclass(frozen=True)
-class Event:
-    """One normalised event. Fields that do not apply to the type keep their defaults."""
+# One frozen type per event type (docs/events.md; every field declared in fields.py). Keyword
+# fields only, each type with its own: `type` is the class's, not a field.
+@dataclass(frozen=True, kw_only=True)
+class Heartbeat:
+    """A member says who it is, what it sees and (maybe) what it holds."""
 
-    type: str
+    type: ClassVar[Literal["heartbeat"]] = "heartbeat"
     ts: int
     group: str
     system: str = "rocketmq"
-    client_id: str | None = None
+    client_id: str
     topics: tuple[str, ...] = ()
-    strategy: str | None = None
+    strategy: str
     strategy_params: Mapping[str, JsonValue] = field(default_factory=dict)
     message_model: str = "CLUSTERING"
     shared: bool = False
@@ -104,22 +106,35 @@ class Event:
     group_instance_id: str | None = None
     protocol: GroupProtocol | None = None      # Kafka heartbeats only; None: classic
     broker_assignments: BrokerAnswers | None = None   # RocketMQ clientRebalance=false only
-    topic: str | None = None
-    queues: tuple[Queue2, ...] | None = None
 
 
-if TYPE_CHECKING:
-    # What parse_event guarantees of each type's fields; at run time every event is an Event.
-    class HeartbeatEvent(Event):
-        client_id: str
-        strategy: str
+@dataclass(frozen=True, kw_only=True)
+class Unregister:
+    """A clean shutdown: the member (one process, when `address` is given) leaves."""
 
-    class UnregisterEvent(Event):
-        client_id: str
+    type: ClassVar[Literal["unregister"]] = "unregister"
+    ts: int
+    group: str
+    system: str = "rocketmq"
+    client_id: str
+    address: str | None = None
 
-    class RouteEvent(Event):
-        topic: str
-        queues: tuple[Queue2, ...]
+
+@dataclass(frozen=True, kw_only=True)
+class Route:
+    """A topic's readable queues now."""
+
+    type: ClassVar[Literal["route"]] = "route"
+    ts: int
+    group: str
+    system: str = "rocketmq"
+    topic: str
+    queues: tuple[Queue2, ...]
+
+
+Event = Heartbeat | Unregister | Route
+EVENT_CLASSES: dict[str, type[Heartbeat] | type[Unregister] | type[Route]] = {
+    "heartbeat": Heartbeat, "unregister": Unregister, "route": Route}
 
 
 @dataclass(frozen=True)
@@ -183,7 +198,7 @@ def _parse_object(obj: Mapping[str, JsonValue]) -> list[Event]:
         raise _Reject("unknown_system", f"system={str(system)[:80]!r}")
     body = _BODY_PARSERS[event_type](obj, system)
     _check_informational(obj, event_type)
-    return [Event(type=event_type, ts=ts, group=g, system=system, **body) for g in groups]
+    return [EVENT_CLASSES[event_type](ts=ts, group=g, system=system, **body) for g in groups]
 
 
 # The fields the job does not read but the contract declares (for people): checked for their
@@ -529,11 +544,14 @@ def _before_nesting(raw: bytes, at: int) -> bool:
             and raw.find(b"[", opening + 1, at) < 0)
 
 
-def with_ts(event: Event, ts: int) -> Event:
+_E = TypeVar("_E", bound=Event)
+
+
+def with_ts(event: _E, ts: int) -> _E:
     """The event at another time."""
     # A frozen dataclass copied through its __dict__: dataclasses.replace re-runs __init__ and
     # costs as much as the parse this class saves.
-    copy = object.__new__(Event)
+    copy = object.__new__(type(event))
     values = event.__dict__.copy()
     values["ts"] = ts
     object.__setattr__(copy, "__dict__", values)

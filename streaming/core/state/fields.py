@@ -52,6 +52,7 @@ class ContractField:
     attr: str | None = None
     read: bool = True                    # False: informational, for people; the job ignores it
     extra: Mapping[str, JsonValue] = field(default_factory=dict)   # other fields the sample needs
+    more_attrs: tuple[str, ...] = ()     # further attributes it fills (a view: its queues too)
 
 
 FIELDS: tuple[ContractField, ...] = (
@@ -155,7 +156,7 @@ FIELDS: tuple[ContractField, ...] = (
         {"type": "object", "properties": {
             "clients": NAMES,
             "queues": {"type": "object", "additionalProperties": {"$ref": "#/$defs/queues"}}}},
-        {"clients": ["c-sample"]}, "view_clients"),
+        {"clients": ["c-sample"]}, "view_clients", more_attrs=("view_queues",)),
     ContractField(
         "owned", HEARTBEAT, "list", "no",
         "what the client says it holds. RocketMQ `[[\"topic\", \"broker\", id], ...]`, Kafka "

@@ -24,12 +24,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
 from streaming.core.contract import JsonValue, Owned, Queue2
-from streaming.core.state.events import BrokerAnswers, Event, GroupProtocol
+from streaming.core.state.events import (
+    BrokerAnswers,
+    Event,
+    GroupProtocol,
+    Heartbeat,
+    Route,
+    Unregister,
+)
 from streaming.core.times import NEVER
 
 if TYPE_CHECKING:
     from streaming.core.contract import FindingIdentity  # contract imports this module
-    from streaming.core.state.events import HeartbeatEvent, RouteEvent, UnregisterEvent
 
 MemberKey = tuple[str, str]         # (client_id, address or "")
 
@@ -127,15 +133,14 @@ def apply_event(state: GroupState, event: Event) -> Change:
         # State is keyed by (system, group): the job never routes another system's event here.
         raise ValueError(f"a {event.system} event for the {state.system} group {state.group!r}")
     state.clock = max(state.clock, event.ts)
-    # The event's type says which fields it has (parse_event): mypy sees one class, Event.
-    if event.type == "route":
-        return _apply_route(state, event)  # type: ignore[arg-type]
-    if event.type == "unregister":
-        return _apply_unregister(state, event)  # type: ignore[arg-type]
-    return _apply_heartbeat(state, event)  # type: ignore[arg-type]
+    if isinstance(event, Route):
+        return _apply_route(state, event)
+    if isinstance(event, Unregister):
+        return _apply_unregister(state, event)
+    return _apply_heartbeat(state, event)
 
 
-def _apply_route(state: GroupState, event: RouteEvent) -> Change:
+def _apply_route(state: GroupState, event: Route) -> Change:
     known = state.routes.get(event.topic)
     if known is not None and event.ts < known[0]:
         return NO_CHANGE
@@ -147,7 +152,7 @@ def _apply_route(state: GroupState, event: RouteEvent) -> Change:
     return Change(True, None, False)
 
 
-def _apply_unregister(state: GroupState, event: UnregisterEvent) -> Change:
+def _apply_unregister(state: GroupState, event: Unregister) -> Change:
     tomb_key = (event.client_id, event.address)
     state.tombstones[tomb_key] = max(state.tombstones.get(tomb_key, event.ts), event.ts)
     gone = [k for k, m in state.members.items()
@@ -158,7 +163,7 @@ def _apply_unregister(state: GroupState, event: UnregisterEvent) -> Change:
     return Change(True, None, False) if gone else NO_CHANGE
 
 
-def _apply_heartbeat(state: GroupState, event: HeartbeatEvent) -> Change:
+def _apply_heartbeat(state: GroupState, event: Heartbeat) -> Change:
     key = (event.client_id, event.address or "")
     if state.tombstones and event.ts < max(
             state.tombstones.get((event.client_id, None), -1),
@@ -184,7 +189,7 @@ def _apply_heartbeat(state: GroupState, event: HeartbeatEvent) -> Change:
     return Change(True, frozenset([key]), brokers_changed)
 
 
-def _stated(event: Event) -> tuple[object, ...]:
+def _stated(event: Heartbeat) -> tuple[object, ...]:
     """The event's facts in the order of `Member.inputs` (mappings compare equal to the
     member's dict copies)."""
     return (event.topics, event.strategy, event.strategy_params, event.message_model,
@@ -192,7 +197,7 @@ def _stated(event: Event) -> tuple[object, ...]:
             event.generation, event.group_instance_id, event.protocol, event.broker_assignments)
 
 
-def _set_facts(member: Member, event: HeartbeatEvent) -> None:
+def _set_facts(member: Member, event: Heartbeat) -> None:
     member.topics = event.topics
     member.strategy = event.strategy
     member.params = dict(event.strategy_params)
@@ -208,7 +213,7 @@ def _set_facts(member: Member, event: HeartbeatEvent) -> None:
     member.broker_assignments = event.broker_assignments
 
 
-def _note_broker(state: GroupState, member: Member, event: Event) -> bool:
+def _note_broker(state: GroupState, member: Member, event: Heartbeat) -> bool:
     """Record the heartbeat on the broker that received it; True if the broker's list changed."""
     if event.broker is None:
         return False

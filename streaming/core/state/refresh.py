@@ -36,7 +36,7 @@ import struct
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-from streaming.core.state.events import Event, with_ts
+from streaming.core.state.events import Event, Heartbeat, Route, with_ts
 from streaming.core.state.group import GroupState, Member, next_deadline
 
 # A group steps once this many refreshes wait beside its blob, so that what a shard stores per
@@ -109,13 +109,12 @@ class Refreshes:
         if not self.accepts or ts < self.now or ts >= self.deadline or (
                 self.last_pending is not None and (ts, offset) <= self.last_pending):
             return None
-        if event.type == "heartbeat":
-            # A heartbeat names its client (parse_event).
-            member = self._members.get((event.client_id, event.address or ""))  # type: ignore[arg-type]
+        if isinstance(event, Heartbeat):
+            member = self._members.get((event.client_id, event.address or ""))
             if member is None or (event.broker is not None and event.broker not in member.brokers):
                 return None
             key: object = (event.client_id, event.address or "", event.broker)
-        elif event.type == "route" and event.topic in self._routes:
+        elif isinstance(event, Route) and event.topic in self._routes:
             key = ("route", event.topic)
         else:
             return None
@@ -157,17 +156,18 @@ class Refreshes:
 
     def _rebuild(self, source: HeartbeatSource | RouteSource) -> Event:
         if isinstance(source, str):
-            return Event("route", 0, self.group, self.system, topic=source,
+            return Route(ts=0, group=self.group, system=self.system, topic=source,
                          queues=self._routes[source])
         client_id, address, broker = source
         member = self._members[(client_id, address)]
-        return Event("heartbeat", 0, self.group, self.system, client_id=client_id,
-                     topics=member.topics, strategy=member.strategy,
-                     strategy_params=member.params, message_model=member.model,
-                     shared=member.shared, address=address or None, broker=broker,
-                     view_clients=member.view_clients, view_queues=member.view_queues,
-                     owned=member.owned, owned_ts=member.owned_ts, generation=member.generation,
-                     group_instance_id=member.instance_id, protocol=member.protocol)
+        return Heartbeat(ts=0, group=self.group, system=self.system, client_id=client_id,
+                         topics=member.topics, strategy=member.strategy,
+                         strategy_params=member.params, message_model=member.model,
+                         shared=member.shared, address=address or None, broker=broker,
+                         view_clients=member.view_clients, view_queues=member.view_queues,
+                         owned=member.owned, owned_ts=member.owned_ts, generation=member.generation,
+                         group_instance_id=member.instance_id, protocol=member.protocol,
+                         broker_assignments=member.broker_assignments)
 
 
 def _source_key(source: HeartbeatSource | RouteSource) -> object:
