@@ -18,9 +18,12 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from streaming.common import option_values as values
+from streaming.common.options import add_arguments as add_options
+from streaming.common.options import option
 
 SHIPPED_RULES = (Path(__file__).resolve().parents[1] / "dashboards" / "prometheus" / "rules"
                  / "rebalance-alerts.yml")
@@ -29,23 +32,26 @@ _RUNBOOK_URL = re.compile(r"^(?P<key>[ \t]+runbook_url:[ \t]+)[^#\s]+#(?P<anchor
                           re.MULTILINE)
 
 
+@dataclass(frozen=True)
+class AlertRulesOptions:
+    runbook_base_url: str | None = option(
+        "where your operators read docs/metrics.md, e.g. "
+        "https://wiki.example.com/rebalance/metrics.md; each alert's section anchor is appended",
+        values.absolute_url, default=None, metavar="URL", shown_default="the shipped links")
+    group_page_base_url: str | None = option(
+        "where operators reach the job's metrics port, e.g. "
+        "http://rebalance-monitor.internal:9108", values.absolute_url, default=None,
+        metavar="URL", shown_default="the address Prometheus scrapes it at")
+    rules: Path | None = option(
+        "the rules file to rewrite", values.readable_file, default=None, metavar="FILE",
+        shown_default="this source tree's dashboards/prometheus/rules/rebalance-alerts.yml")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--runbook-base-url", type=values.absolute_url, default=None,
-                        metavar="URL",
-                        help="where your operators read docs/metrics.md, e.g. "
-                             "https://wiki.example.com/rebalance/metrics.md; each alert's "
-                             "section anchor is appended")
-    parser.add_argument("--group-page-base-url", type=values.absolute_url, default=None,
-                        metavar="URL",
-                        help="where operators reach the job's metrics port, e.g. "
-                             "http://rebalance-monitor.internal:9108 (default: the address "
-                             "Prometheus scrapes it at)")
-    parser.add_argument("--rules", type=values.readable_file, default=None, metavar="FILE",
-                        help="the rules file to rewrite (default: this source tree's "
-                             "dashboards/prometheus/rules/rebalance-alerts.yml)")
+    add_options(parser, AlertRulesOptions)
 
 
-def main(args: argparse.Namespace) -> int:
+def main(args: AlertRulesOptions) -> int:
     rules = args.rules or SHIPPED_RULES
     if not rules.is_file():
         print(f"alert-rules: no rules file at {rules} (an installed package has none): "

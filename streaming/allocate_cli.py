@@ -20,8 +20,12 @@ import json
 import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from streaming.common import option_values as values
+from streaming.common.options import add_arguments as add_options
+from streaming.common.options import option
 from streaming.core.allocation import (
     STRATEGIES,
     GroupAllocation,
@@ -38,39 +42,7 @@ class CaseError(ValueError):
     """A batch line or interactive argument that cannot be run; the message says why."""
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    strategy = values.one_of(*sorted(STRATEGIES), case_insensitive=True)
-    parser.add_argument("--cases", type=values.not_empty, metavar="FILE.jsonl",
-                        help="batch form: conformance-format cases ('-' = stdin)")
-    parser.add_argument("--strategy", type=strategy, metavar="STRATEGY",
-                        help=f"RocketMQ strategy, any case: {', '.join(sorted(STRATEGIES))}")
-    parser.add_argument("--topic", action="append", type=_topic_spec, default=[],
-                        metavar="T:BROKER=N,...",
-                        help=f"a topic and its queue count per broker (repeatable; at most "
-                             f"{MAX_PREVIEW_QUEUES:,} queues in all)")
-    parser.add_argument("--clients", type=_client_ids, metavar="C1,C2,...",
-                        help=f"client ids, duplicates kept (a duplicate = two processes, one id; "
-                             f"at most {MAX_PREVIEW_CLIENTS:,})")
-    parser.add_argument("--virtual-nodes", type=values.whole(minimum=1, maximum=10_000),
-                        default=10, help="CONSISTENT_HASH virtual nodes per client "
-                                         "(default: %(default)s)")
-    parser.add_argument("--consumer-idcs", type=values.names, default=None, metavar="IDC1,IDC2",
-                        help="MACHINE_ROOM: the consumer's idcs (brokers are named idc@broker)")
-    parser.add_argument("--inner", type=strategy, default="AVG", metavar="STRATEGY",
-                        help="MACHINE_ROOM_NEARBY: the strategy used inside a room "
-                             "(default: %(default)s)")
-    parser.add_argument("--broker-room", action="append", type=values.key_value, default=[],
-                        metavar="BROKER=ROOM",
-                        help="MACHINE_ROOM_NEARBY: a broker's machine room (repeatable)")
-    parser.add_argument("--client-room", action="append", type=values.key_value, default=[],
-                        metavar="CLIENT=ROOM",
-                        help="MACHINE_ROOM_NEARBY: a client's machine room (repeatable)")
-    parser.add_argument("--config-queue", action="append", type=values.key_value, default=[],
-                        metavar="CLIENT=TOPIC:BROKER:ID",
-                        help="CONFIG: one queue of a client's configured list (repeatable)")
-
-
-def main(args: argparse.Namespace) -> int:
+def main(args: AllocateOptions) -> int:
     if args.cases is not None:
         if args.strategy or args.topic or args.clients:
             print("allocate: --cases cannot be combined with the interactive options",
@@ -260,6 +232,48 @@ def _client_ids(text: str) -> str:
     return text
 
 
+_strategy = values.one_of(*sorted(STRATEGIES), case_insensitive=True)
+
+
+def _repeated(help: str, parse, metavar: str) -> Any:
+    return option(help + " (repeatable; the variable holds one a line)", parse, default=(),
+                  repeated=True, metavar=metavar, shown_default="none")
+
+
+@dataclass(frozen=True)
+class AllocateOptions:
+    cases: str | None = option("batch form: conformance-format cases ('-' = stdin)",
+                               values.not_empty, default=None, metavar="FILE.jsonl",
+                               shown_default="none")
+    strategy: str | None = option(f"RocketMQ strategy, any case: {', '.join(sorted(STRATEGIES))}",
+                                  _strategy, default=None, metavar="STRATEGY",
+                                  shown_default="none")
+    topic: tuple[str, ...] = _repeated(
+        f"a topic and its queue count per broker, at most {MAX_PREVIEW_QUEUES:,} queues in all",
+        _topic_spec, "T:BROKER=N,...")
+    clients: str | None = option(
+        "client ids, duplicates kept (a duplicate = two processes, one id; at most "
+        f"{MAX_PREVIEW_CLIENTS:,})", _client_ids, default=None, metavar="C1,C2,...",
+        shown_default="none")
+    virtual_nodes: int = option("CONSISTENT_HASH virtual nodes per client",
+                                values.whole(minimum=1, maximum=10_000), default=10, metavar="N")
+    consumer_idcs: str | None = option(
+        "MACHINE_ROOM: the consumer's idcs (brokers are named idc@broker)", values.names,
+        default=None, metavar="IDC1,IDC2", shown_default="none")
+    inner: str = option("MACHINE_ROOM_NEARBY: the strategy used inside a room", _strategy,
+                        default="AVG", metavar="STRATEGY")
+    broker_room: tuple[str, ...] = _repeated("MACHINE_ROOM_NEARBY: a broker's machine room",
+                                             values.key_value, "BROKER=ROOM")
+    client_room: tuple[str, ...] = _repeated("MACHINE_ROOM_NEARBY: a client's machine room",
+                                             values.key_value, "CLIENT=ROOM")
+    config_queue: tuple[str, ...] = _repeated("CONFIG: one queue of a client's configured list",
+                                              values.key_value, "CLIENT=TOPIC:BROKER:ID")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_options(parser, AllocateOptions)
+
+
 def parse_topic(spec: str) -> tuple[str, list[Queue]]:
     """`T:broker-a=4,broker-b=2` -> ("T", queues 0..3 on broker-a and 0..1 on broker-b)."""
     topic, sep, brokers = spec.partition(":")
@@ -279,7 +293,7 @@ def parse_topic(spec: str) -> tuple[str, list[Queue]]:
     return topic, queues
 
 
-def _interactive_params(args: argparse.Namespace) -> tuple[dict, dict[str, dict]]:
+def _interactive_params(args: AllocateOptions) -> tuple[dict, dict[str, dict]]:
     params: dict = {}
     if args.strategy == "CONSISTENT_HASH":
         params["virtual_nodes"] = args.virtual_nodes
@@ -299,7 +313,7 @@ def _interactive_params(args: argparse.Namespace) -> tuple[dict, dict[str, dict]
     return params, client_params
 
 
-def render_interactive(args: argparse.Namespace) -> str:
+def render_interactive(args: AllocateOptions) -> str:
     if not args.strategy or not args.topic or args.clients is None:
         raise CaseError("give --strategy, at least one --topic and --clients (or --cases FILE)")
     topics = dict(parse_topic(spec) for spec in args.topic)

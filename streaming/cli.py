@@ -1,7 +1,9 @@
 """`rebalance-monitor` command line: one subcommand per module, each owning its arguments.
 
-Every subcommand module exposes `add_arguments(parser)` and `main(args) -> int`. Modules are
-imported only when their subcommand runs, so `allocate` never pays for importing Spark.
+Every subcommand module exposes `add_arguments(parser)`, which declares its options dataclass
+(streaming/common/options.py), and `main(config) -> int`, which receives that dataclass built.
+Modules are imported only when their subcommand runs, so `allocate` never pays for importing
+Spark.
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ import importlib
 import importlib.util
 import sys
 
-from streaming.common.logs import add_logging_arguments, configure_logging
-from streaming.common.option_values import OneLineParser
+from streaming.common import options
+from streaming.common.logs import LogOptions, configure_logging
+from streaming.common.options import OneLineParser
 
 SUBCOMMANDS = {
     "allocate": ("streaming.allocate_cli", "preview an allocation, or run conformance cases"),
@@ -34,7 +37,7 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
                                 parser_class=OneLineParser)
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         sub_parser = sub.add_parser(name, help=help_text, description=help_text)
-        add_logging_arguments(sub_parser, "WARNING" if name == "demo" else "INFO")
+        options.add_arguments(sub_parser, LogOptions, dest="logging")
         # Only the chosen subcommand's module is imported (and may add arguments).
         if argv and argv[0] == name:
             module = _import(name, module_name)
@@ -62,8 +65,9 @@ def _import(command: str, module_name: str):
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(argv).parse_args(argv)
-    configure_logging(args.log_level, args.log_format)
-    return int(args.handler(args) or 0)
+    logs = args.logging
+    configure_logging(logs.level("WARNING" if args.command == "demo" else "INFO"), logs.log_format)
+    return int(args.handler(args.config) or 0)
 
 
 def version() -> str:

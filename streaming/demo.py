@@ -19,37 +19,17 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 
 from streaming.common import option_values as values
+from streaming.common.options import add_arguments as add_options
+from streaming.common.options import option
 from streaming.core.contract import FindingRecord, GroupMetrics
 
 DEFAULT_SCENARIOS = "client-id-collision,multi-topic-skew,broker-crash,lost-notification"
 CONFLICT_SCENARIOS = {"broker-crash", "lost-notification", "network-partition", "strategy-change",
                       "client-id-collision", "subscription-mismatch"}
 FINDINGS_KEPT = 200  # finding records a SnapshotStore keeps
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    values.add_renamed(parser, "--duration-seconds", "--duration", dest="duration",
-                       type=values.number(above=0), default=None, metavar="SECONDS",
-                       help="stop after this many wall-clock seconds (default: run until "
-                            "Ctrl-C)")
-    parser.add_argument("--scenarios", type=_scenarios, default=DEFAULT_SCENARIOS,
-                        help="comma-separated simulator scenarios, played in parallel, repeated "
-                             "(default: %(default)s)")
-    parser.add_argument("--speed", type=values.number(above=0), default=2.0,
-                        help="simulated seconds per wall second (default: %(default)s)")
-    parser.add_argument("--bootstrap-servers", type=values.not_empty, default=None,
-                        help="use this Kafka instead of starting a broker")
-    parser.add_argument("--topic", type=values.not_empty, default="rebalance.events",
-                        help="the events topic (default: %(default)s)")
-    parser.add_argument("--metrics-host", type=values.not_empty, default="127.0.0.1",
-                        help="address of the job's /metrics (default: %(default)s)")
-    parser.add_argument("--metrics-port", type=values.port, default=9108,
-                        help="port of the job's /metrics (default: %(default)s)")
-    values.add_renamed(parser, "--refresh-seconds", "--refresh", dest="refresh",
-                       type=values.number(above=0), default=2.0, metavar="SECONDS",
-                       help="seconds between table refreshes (default: %(default)s)")
 
 
 def _scenarios(text: str) -> str:
@@ -63,7 +43,36 @@ def _scenarios(text: str) -> str:
     return listed
 
 
-def main(args: argparse.Namespace) -> int:
+_seconds = values.number(above=0)
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    duration_seconds: float | None = option(
+        "stop after this many wall-clock seconds", _seconds, default=None, metavar="SECONDS",
+        shown_default="run until Ctrl-C")
+    scenarios: str = option("comma-separated simulator scenarios, played in parallel, repeated",
+                            _scenarios, default=DEFAULT_SCENARIOS, metavar="NAME[,NAME...]")
+    speed: float = option("simulated seconds per wall second", _seconds, default=2.0,
+                          metavar="N")
+    bootstrap_servers: str | None = option(
+        "use this Kafka instead of starting a broker", values.not_empty, default=None,
+        metavar="HOST:PORT[,...]", shown_default="a broker of its own")
+    topic: str = option("the events topic", values.not_empty, default="rebalance.events",
+                        metavar="TOPIC")
+    metrics_host: str = option("address of the job's /metrics", values.not_empty,
+                               default="127.0.0.1", metavar="HOST")
+    metrics_port: int = option("port of the job's /metrics", values.port, default=9108,
+                               metavar="PORT")
+    refresh_seconds: float = option("seconds between table refreshes", _seconds, default=2.0,
+                                    metavar="SECONDS")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_options(parser, DemoOptions)
+
+
+def main(args: DemoOptions) -> int:
     logging.basicConfig(level=logging.WARNING)     # run as a module; the CLI has set --log-level
     signal.signal(signal.SIGTERM, _interrupt)
     workdir = tempfile.mkdtemp(prefix="rebalance-monitor-demo-")
@@ -102,7 +111,7 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _choose_broker(args: argparse.Namespace, workdir: str):
+def _choose_broker(args: DemoOptions, workdir: str):
     """(the broker to start, or None with --bootstrap-servers; the job's source). The embedded
     broker's high watermark misses its last batch's tail, which only the embedded reader
     works around: on it the job reads with that reader."""
@@ -161,7 +170,7 @@ def _create_topics(bootstrap: str, topic: str) -> None:
     create_topic(bootstrap, "rebalance.events.dlq", partitions=1)
 
 
-def _start_monitor(bootstrap: str, args: argparse.Namespace, workdir: str, source: str):
+def _start_monitor(bootstrap: str, args: DemoOptions, workdir: str, source: str):
     from streaming.spark.config import JobConfig
     from streaming.spark.job import Monitor, build_session
 
@@ -176,7 +185,7 @@ def _start_monitor(bootstrap: str, args: argparse.Namespace, workdir: str, sourc
     return monitor
 
 
-def _start_fleet(bootstrap: str, args: argparse.Namespace, stop: threading.Event) -> threading.Thread:
+def _start_fleet(bootstrap: str, args: DemoOptions, stop: threading.Event) -> threading.Thread:
     names = [n.strip() for n in args.scenarios.split(",") if n.strip()]
     thread = threading.Thread(target=_play_fleet, args=(bootstrap, args, names, stop),
                               name="demo-fleet", daemon=True)
@@ -218,8 +227,9 @@ def _play_scenario(bootstrap: str, args, name: str, stop: threading.Event) -> No
     producer.flush(10)
 
 
-def _show_until_done(monitor, args: argparse.Namespace) -> None:
-    deadline = None if args.duration is None else time.monotonic() + args.duration
+def _show_until_done(monitor, args: DemoOptions) -> None:
+    deadline = (None if args.duration_seconds is None
+                else time.monotonic() + args.duration_seconds)
     interactive = sys.stdout.isatty()
     while deadline is None or time.monotonic() < deadline:
         query = monitor.query
@@ -229,7 +239,7 @@ def _show_until_done(monitor, args: argparse.Namespace) -> None:
         print(("\033[2J\033[H" if interactive else "") + text, flush=True)
         # Not stop.wait: a Ctrl-C landing inside Event.wait can leave its lock held, and the
         # shutdown's stop.set() would then hang.
-        time.sleep(args.refresh)
+        time.sleep(args.refresh_seconds)
 
 
 def _wait_for_last_batch(query, broker, quiet_s: float = 2.0, timeout_s: float = 10.0) -> None:

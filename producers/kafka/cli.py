@@ -24,13 +24,11 @@ import argparse
 import json
 import logging
 import sys
+from dataclasses import dataclass
+from typing import Any
 
 from producers import events
-from producers.health import (
-    PollHealth,
-    add_metrics_arguments,
-    serve_metrics,
-)
+from producers.health import PollHealth, serve_metrics
 from producers.kafka.observer import KafkaGroupObserver
 from producers.kafka.translate import Translation
 from producers.poll import poll_until_stopped
@@ -40,49 +38,80 @@ from streaming.common.delivery_metrics import DeliveryCollector
 from streaming.common.kafka_options import (
     KafkaClientOptions,
     for_kafka_python,
-    options_or_exit,
+    parse_kafka_options,
 )
+from streaming.common.options import OptionError, option, switch
+from streaming.common.options import add_arguments as add_options
+from streaming.core.switches import parse_bool
 
 log = logging.getLogger("rebalance_monitor.observe_kafka")
 
 
+_seconds = values.number(above=0)
+
+
+def _kafka_option(help: str, flag: str) -> Any:
+    return option(help + "; repeatable, and the variable holds one KEY=VALUE a line",
+                  values.key_value, default=KafkaClientOptions(), flag=flag, repeated=True,
+                  combine=parse_kafka_options, metavar="KEY=VALUE", shown_default="none")
+
+
+@dataclass(frozen=True)
+class ObserveKafkaOptions:
+    bootstrap_servers: str = option(
+        "the cluster whose groups are observed", values.not_empty, required=True,
+        metavar="HOST:PORT[,...]", fallback_env=("KAFKA_BOOTSTRAP_SERVERS",))
+    events_bootstrap_servers: str | None = option(
+        "where to publish events", values.not_empty, default=None, metavar="HOST:PORT[,...]",
+        shown_default="--bootstrap-servers")
+    kafka_options: KafkaClientOptions = _kafka_option(
+        "a Kafka client setting, librdkafka's name, e.g. security.protocol=SASL_SSL "
+        "(docs/deploy.md), for the observed cluster and the events producer", "kafka-option")
+    events_kafka_options: KafkaClientOptions = _kafka_option(
+        "the events producer's settings instead of --kafka-option, for an events cluster that "
+        "is not the observed one", "events-kafka-option")
+    topic: str = option("the events topic", values.not_empty, default="rebalance.events",
+                        metavar="TOPIC")
+    interval_seconds: float = option("seconds between polls", _seconds, default=10.0,
+                                     metavar="SECONDS")
+    timeout_seconds: float = option("seconds per request to the observed cluster", _seconds,
+                                    default=10.0, metavar="SECONDS")
+    once: bool = switch("poll once and exit", parse_bool)
+    stdout: bool = switch("print events instead", parse_bool)
+    metrics_port: int | None = option(
+        "serve poll health (rebalance_observer_*) and event delivery "
+        "(rebalance_monitor_produce_*) on http://HOST:PORT/metrics (docs/metrics.md)",
+        values.port, default=None, metavar="PORT", shown_default="off")
+    metrics_host: str = option("address of --metrics-port", values.not_empty,
+                               default="0.0.0.0", metavar="HOST")
+    cluster: str | None = option(
+        "the observed cluster's name in the events; the job shows a cluster that goes silent "
+        "and keeps its groups stale", values.not_empty, default=None, metavar="NAME",
+        shown_default="observe-kafka@ the first --bootstrap-servers address")
+
+    def check_options(self) -> None:
+        """The admin client (kafka-python) takes the observed cluster's options in its own
+        names, built here so one it has no name for stops the start."""
+        try:
+            for_kafka_python(self.kafka_options)
+        except ValueError as error:
+            raise OptionError(f"--kafka-option: {error}") from None
+
+    def events_options(self) -> KafkaClientOptions:
+        """The events producer's: --events-kafka-option if given, else --kafka-option."""
+        if self.events_kafka_options != KafkaClientOptions():
+            return self.events_kafka_options
+        return self.kafka_options
+
+    def cluster_name(self) -> str:
+        return self.cluster or f"observe-kafka@{self.bootstrap_servers.split(',')[0].strip()}"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    bootstrap = values.from_env("BOOTSTRAP_SERVERS", "KAFKA_BOOTSTRAP_SERVERS")
-    seconds = values.number(above=0)
-    parser.add_argument("--bootstrap-servers", type=values.not_empty, default=bootstrap,
-                        required=bootstrap is None,
-                        help="the cluster whose groups are observed (env "
-                             "REBALANCE_MONITOR_BOOTSTRAP_SERVERS, else KAFKA_BOOTSTRAP_SERVERS)")
-    parser.add_argument("--events-bootstrap-servers", type=values.not_empty,
-                        help="where to publish events (default: --bootstrap-servers)")
-    parser.add_argument("--kafka-option", action="append", type=values.key_value, default=[],
-                        metavar="KEY=VALUE",
-                        help="a Kafka client setting, librdkafka's name, e.g. "
-                             "security.protocol=SASL_SSL (docs/deploy.md), for the observed "
-                             "cluster and the events producer; repeatable")
-    parser.add_argument("--events-kafka-option", action="append", type=values.key_value,
-                        default=[], metavar="KEY=VALUE",
-                        help="the events producer's settings instead of --kafka-option, for "
-                             "an events cluster that is not the observed one; repeatable")
-    parser.add_argument("--topic", type=values.not_empty, default="rebalance.events",
-                        help="the events topic (default: %(default)s)")
-    values.add_renamed(parser, "--interval-seconds", "--interval", dest="interval", type=seconds,
-                       default=10.0, metavar="SECONDS",
-                       help="seconds between polls (default: %(default)s)")
-    values.add_renamed(parser, "--timeout-seconds", "--timeout", dest="timeout", type=seconds,
-                       default=10.0, metavar="SECONDS",
-                       help="seconds per request to the observed cluster (default: %(default)s)")
-    parser.add_argument("--once", action="store_true", help="poll once and exit")
-    parser.add_argument("--stdout", action="store_true", help="print events instead")
-    add_metrics_arguments(parser, "poll health (rebalance_observer_*) and event delivery "
-                                  "(rebalance_monitor_produce_*)")
-    parser.add_argument("--cluster", type=values.not_empty, default=None, metavar="NAME",
-                        help="the observed cluster's name in the events; the job shows a "
-                             "cluster that goes silent and keeps its groups stale (default: "
-                             "observe-kafka@ the first --bootstrap-servers address)")
+    add_options(parser, ObserveKafkaOptions)
 
 
-def main(args: argparse.Namespace) -> int:
+def main(args: ObserveKafkaOptions) -> int:
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -91,28 +120,26 @@ def main(args: argparse.Namespace) -> int:
     kafka_level = kafka_log.level
     kafka_log.setLevel(logging.CRITICAL)
     try:
-        observed, for_events = _client_options(args)
         health = PollHealth("observe-kafka poll", logger=log)
         observer = KafkaGroupObserver(args.bootstrap_servers, health,
-                                      timeout_s=getattr(args, "timeout", 10.0),
-                                      client_options=observed)
+                                      timeout_s=args.timeout_seconds,
+                                      client_options=args.kafka_options)
         outbox = None if args.stdout else _outbox(args.events_bootstrap_servers
-                                                  or args.bootstrap_servers, for_events)
-        serve_metrics(getattr(args, "metrics_port", None),
-                      getattr(args, "metrics_host", "0.0.0.0"),
+                                                  or args.bootstrap_servers,
+                                                  args.events_options())
+        serve_metrics(args.metrics_port, args.metrics_host,
                       *([health] if outbox is None else [health, DeliveryCollector(outbox.stats)]))
-        args.cluster = (getattr(args, "cluster", None)
-                        or f"observe-kafka@{args.bootstrap_servers.split(',')[0].strip()}")
         return run(args, observer, outbox)
     finally:
         kafka_log.setLevel(kafka_level)
 
 
-def run(args: argparse.Namespace, observer: KafkaGroupObserver, outbox: Outbox | None) -> int:
-    """Poll every args.interval until SIGTERM or Ctrl-C (or once); then close and flush."""
+def run(args: ObserveKafkaOptions, observer: KafkaGroupObserver, outbox: Outbox | None) -> int:
+    """Poll every args.interval_seconds until SIGTERM or Ctrl-C (or once); then close and
+    flush."""
     health = observer.health
     said: dict[str, tuple] = {}
-    cluster = getattr(args, "cluster", None) or "observe-kafka"
+    cluster = args.cluster_name()
 
     def poll_once() -> None:
         results = observer.poll()
@@ -120,22 +147,15 @@ def run(args: argparse.Namespace, observer: KafkaGroupObserver, outbox: Outbox |
         members = sum(e["type"] == "heartbeat" for r in results for e in r.events)
         health.succeeded(groups=observer.groups_seen, members=members, events=sent)
 
-    return poll_until_stopped(poll_once, health, args.interval, args.once, outbox, args.topic,
-                              closers=(observer.close,), close_timeout_s=CLOSE_TIMEOUT_S)
+    return poll_until_stopped(poll_once, health, args.interval_seconds, args.once, outbox,
+                              args.topic, closers=(observer.close,),
+                              close_timeout_s=CLOSE_TIMEOUT_S)
 
 
 # Each event gets 3 attempts of up to a minute: a 3-minute outage of the events broker loses
 # nothing (the events wait in the producer); a longer one is counted, by cause, on /metrics.
 PRODUCER_SETTINGS = {"linger.ms": 20, "message.timeout.ms": 60_000}
 CLOSE_TIMEOUT_S = 30.0
-
-
-def _client_options(args: argparse.Namespace) -> tuple[KafkaClientOptions, KafkaClientOptions]:
-    """(observed cluster's, events producer's) options; each refusal ends the command."""
-    observed = options_or_exit("observe-kafka", getattr(args, "kafka_option", []),
-                               check=for_kafka_python)
-    own = getattr(args, "events_kafka_option", [])
-    return observed, options_or_exit("observe-kafka", own) if own else observed
 
 
 def _outbox(bootstrap_servers: str, options: KafkaClientOptions) -> Outbox:

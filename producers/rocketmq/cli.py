@@ -15,18 +15,14 @@ refused event is counted by cause on `--metrics-port` and logged once per change
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import logging
-import os
+import re
 import sys
+from dataclasses import dataclass
 
 from producers import events
-from producers.health import (
-    PollHealth,
-    add_metrics_arguments,
-    serve_metrics,
-)
+from producers.health import PollHealth, serve_metrics
 from producers.poll import poll_until_stopped
 from producers.rocketmq.admin import RocketMQAdmin
 from producers.rocketmq.bridge import STRATEGIES, AssumedStrategies
@@ -36,74 +32,12 @@ from producers.rocketmq.remoting import AclSigner, RemotingClient
 from streaming.common import option_values as values
 from streaming.common.delivery import DeliveryStats, Outbox, Record, RetryPolicy
 from streaming.common.delivery_metrics import DeliveryCollector
-from streaming.common.kafka_options import options_or_exit
+from streaming.common.kafka_options import KafkaClientOptions, parse_kafka_options
+from streaming.common.options import OptionError, option, switch
+from streaming.common.options import add_arguments as add_options
+from streaming.core.switches import parse_bool
 
 log = logging.getLogger("rebalance_monitor.observe_rocketmq")
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    env = os.environ.get
-    add = parser.add_argument
-    seconds = values.number(above=0)
-    namesrv = values.from_env("NAMESRV", "NAMESRV_ADDR", "ROCKETMQ_NAMESRV")
-    add("--namesrv", type=values.host_ports(default_port=9876, separators=";"), default=namesrv,
-        required=namesrv is None,
-        help="NameServer address(es), HOST[:PORT][;HOST[:PORT]], port 9876 unless given (env "
-             "REBALANCE_MONITOR_NAMESRV, else NAMESRV_ADDR or ROCKETMQ_NAMESRV)")
-    add("--proxy", type=values.host_ports(default_port=8080, separators=";"), default=None,
-        help="RocketMQ 5 proxies' remoting address(es), HOST[:PORT][;...], port 8080 unless "
-             "given: they list the gRPC clients, which no broker lists (docs/rocketmq.md)")
-    add("--bootstrap-servers", type=values.not_empty,
-        default=values.from_env("BOOTSTRAP_SERVERS", "KAFKA_BOOTSTRAP_SERVERS"),
-        help="Kafka of the events topic (env REBALANCE_MONITOR_BOOTSTRAP_SERVERS, else "
-             "KAFKA_BOOTSTRAP_SERVERS); not needed with --stdout")
-    add("--topic", type=values.not_empty, default="rebalance.events",
-        help="the events topic (default: %(default)s)")
-    renamed = functools.partial(values.add_renamed, parser, type=seconds, metavar="SECONDS")
-    renamed("--interval-seconds", "--interval", dest="interval", default=10.0,
-            help="seconds between polls (default: %(default)s)")
-    add("--once", action="store_true", help="poll once, send, and exit")
-    add("--stdout", action="store_true", help="print the events (JSON lines) instead of sending")
-    add("--include", type=values.pattern, default=None, metavar="REGEX",
-        help="only groups whose name matches")
-    add("--exclude", type=values.pattern, default=None, metavar="REGEX",
-        help="leave out groups whose name matches")
-    add("--include-system-groups", action="store_true",
-        help="also watch RocketMQ's own groups (TOOLS_CONSUMER, SELF_TEST_C_GROUP, ...)")
-    add("--default-strategy", default="AVG", choices=sorted(set(STRATEGIES.values())),
-        help="the strategy of clients that do not report one (Go, C++); events say it was "
-             "assumed (default: %(default)s)")
-    add("--sdk-strategy", action="append", type=_sdk_strategy, default=[],
-        metavar="LANGUAGE=STRATEGY",
-        help="the strategy of one SDK's clients instead, e.g. GO=CONSISTENT_HASH (a Go client is "
-             "re-run with the Go client's own algorithm); repeatable")
-    add("--go-virtual-nodes", type=values.whole(1, 10_000), default=10,
-        help="virtual nodes of a Go client's assumed CONSISTENT_HASH (its code sets them; "
-             "default: %(default)s)")
-    add("--running-info-budget", type=values.non_negative, default=50,
-        help="clients asked for what they hold per poll at most (each call reaches a client; "
-             "default: %(default)s)")
-    renamed("--running-info-refresh-seconds", "--running-info-refresh",
-            dest="running_info_refresh", default=120.0,
-            help="seconds after which an unchanged client's holdings are asked again "
-                 "(default: %(default)s)")
-    renamed("--keepalive-seconds", "--keepalive", dest="keepalive", default=30.0,
-            help="seconds between re-sends of an unchanged member or route (keep it well under "
-                 "the job's --session-timeout-ms, 120 s by default; default: %(default)s)")
-    renamed("--timeout-seconds", "--timeout", dest="timeout", default=5.0,
-            help="seconds per admin call (running info: 15; default: %(default)s)")
-    add("--access-key", type=values.not_empty, default=env("ROCKETMQ_ACCESS_KEY"),
-        help="ACL 1.0 AccessKey (env ROCKETMQ_ACCESS_KEY); with --secret-key, signs every call")
-    add("--secret-key", type=values.not_empty, default=env("ROCKETMQ_SECRET_KEY"),
-        help="ACL SecretKey (env ROCKETMQ_SECRET_KEY)")
-    add_metrics_arguments(parser, "the bridge's own metrics")
-    add("--kafka-option", action="append", type=values.key_value, default=[],
-        metavar="KEY=VALUE",
-        help="a setting for the events producer, librdkafka's name, e.g. "
-             "security.protocol=SASL_SSL (docs/deploy.md); repeatable")
-    add("--cluster", type=values.not_empty, default=None, metavar="NAME",
-        help="the cluster's name in the events; the job shows a cluster that goes silent and "
-             "keeps its groups stale (default: observe-rocketmq@ the first --namesrv address)")
 
 
 def _sdk_strategy(text: str) -> tuple[str, str]:
@@ -117,20 +51,102 @@ def _sdk_strategy(text: str) -> tuple[str, str]:
     return language, strategy
 
 
+_seconds = values.number(above=0)
+
+
+@dataclass(frozen=True)
+class ObserveRocketMQOptions:
+    namesrv: str = option(
+        "NameServer address(es), HOST[:PORT][;HOST[:PORT]], port 9876 unless given",
+        values.host_ports(default_port=9876, separators=";"), required=True,
+        metavar="HOST[:PORT][;...]", fallback_env=("NAMESRV_ADDR", "ROCKETMQ_NAMESRV"))
+    proxy: str | None = option(
+        "RocketMQ 5 proxies' remoting address(es), HOST[:PORT][;...], port 8080 unless "
+        "given: they list the gRPC clients, which no broker lists (docs/rocketmq.md)",
+        values.host_ports(default_port=8080, separators=";"), default=None,
+        metavar="HOST[:PORT][;...]", shown_default="none")
+    bootstrap_servers: str | None = option(
+        "Kafka of the events topic; not needed with --stdout", values.not_empty, default=None,
+        metavar="HOST:PORT[,...]", shown_default="none",
+        fallback_env=("KAFKA_BOOTSTRAP_SERVERS",))
+    topic: str = option("the events topic", values.not_empty, default="rebalance.events",
+                        metavar="TOPIC")
+    interval_seconds: float = option("seconds between polls", _seconds, default=10.0,
+                                     metavar="SECONDS")
+    once: bool = switch("poll once, send, and exit", parse_bool)
+    stdout: bool = switch("print the events (JSON lines) instead of sending", parse_bool)
+    include: re.Pattern | None = option("only groups whose name matches", values.pattern,
+                                        default=None, metavar="REGEX", shown_default="all")
+    exclude: re.Pattern | None = option("leave out groups whose name matches", values.pattern,
+                                        default=None, metavar="REGEX", shown_default="none")
+    include_system_groups: bool = switch(
+        "also watch RocketMQ's own groups (TOOLS_CONSUMER, SELF_TEST_C_GROUP, ...)", parse_bool)
+    default_strategy: str = option(
+        "the strategy of clients that do not report one (Go, C++); events say it was assumed",
+        values.one_of(*sorted(set(STRATEGIES.values()))), default="AVG", metavar="STRATEGY")
+    sdk_strategy: tuple[tuple[str, str], ...] = option(
+        "the strategy of one SDK's clients instead, e.g. GO=CONSISTENT_HASH (a Go client is "
+        "re-run with the Go client's own algorithm); repeatable", _sdk_strategy, default=(),
+        repeated=True, metavar="LANGUAGE=STRATEGY", shown_default="none")
+    go_virtual_nodes: int = option(
+        "virtual nodes of a Go client's assumed CONSISTENT_HASH (its code sets them)",
+        values.whole(1, 10_000), default=10, metavar="N")
+    running_info_budget: int = option(
+        "clients asked for what they hold per poll at most (each call reaches a client)",
+        values.non_negative, default=50, metavar="N")
+    running_info_refresh_seconds: float = option(
+        "seconds after which an unchanged client's holdings are asked again", _seconds,
+        default=120.0, metavar="SECONDS")
+    keepalive_seconds: float = option(
+        "seconds between re-sends of an unchanged member or route (keep it well under the "
+        "job's --session-timeout-ms, 120 s by default)", _seconds, default=30.0,
+        metavar="SECONDS")
+    timeout_seconds: float = option("seconds per admin call (running info: 15)", _seconds,
+                                    default=5.0, metavar="SECONDS")
+    access_key: str | None = option(
+        "ACL 1.0 AccessKey; with --secret-key, signs every call", values.not_empty,
+        default=None, metavar="KEY", shown_default="none", fallback_env=("ROCKETMQ_ACCESS_KEY",))
+    secret_key: str | None = option(
+        "ACL SecretKey", values.not_empty, default=None, metavar="KEY", shown_default="none",
+        fallback_env=("ROCKETMQ_SECRET_KEY",))
+    metrics_port: int | None = option(
+        "serve the bridge's own metrics on http://HOST:PORT/metrics (docs/metrics.md)",
+        values.port, default=None, metavar="PORT", shown_default="off")
+    metrics_host: str = option("address of --metrics-port", values.not_empty,
+                               default="0.0.0.0", metavar="HOST")
+    kafka_options: KafkaClientOptions = option(
+        "a setting for the events producer, librdkafka's name, e.g. "
+        "security.protocol=SASL_SSL (docs/deploy.md); repeatable, and the variable holds one "
+        "KEY=VALUE a line", values.key_value, default=KafkaClientOptions(), flag="kafka-option",
+        repeated=True, combine=parse_kafka_options, metavar="KEY=VALUE", shown_default="none")
+    cluster: str | None = option(
+        "the cluster's name in the events; the job shows a cluster that goes silent and "
+        "keeps its groups stale", values.not_empty, default=None, metavar="NAME",
+        shown_default="observe-rocketmq@ the first --namesrv address")
+
+    def check_options(self) -> None:
+        if not self.stdout and not self.bootstrap_servers:
+            raise OptionError("--bootstrap-servers (or REBALANCE_MONITOR_BOOTSTRAP_SERVERS or "
+                              "KAFKA_BOOTSTRAP_SERVERS) is required without --stdout")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_options(parser, ObserveRocketMQOptions)
+
+
 class NameServerUnreachable(Exception):
     """No NameServer answered this poll: it went on with the brokers last named, and counts as
     failed (rebalance_observer_poll_failures_total{cause="NameServerUnreachable"})."""
 
 
-def main(args: argparse.Namespace) -> int:
+def main(args: ObserveRocketMQOptions) -> int:
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if not args.stdout and not args.bootstrap_servers:
-        raise SystemExit("--bootstrap-servers (or KAFKA_BOOTSTRAP_SERVERS) is required without --stdout")
     signer = AclSigner(args.access_key, args.secret_key) if args.access_key and args.secret_key else None
     client = RemotingClient(signer)
-    admin = RocketMQAdmin(client, [a for a in args.namesrv.split(";") if a.strip()], args.timeout)
+    admin = RocketMQAdmin(client, [a for a in args.namesrv.split(";") if a.strip()],
+                         args.timeout_seconds)
     cluster = args.cluster or f"observe-rocketmq@{args.namesrv.split(';')[0].strip()}"
     health = PollHealth("observe-rocketmq poll", logger=log)
     observer = RocketMQObserver(admin, _options(args), health.calls)
@@ -150,11 +166,11 @@ def main(args: argparse.Namespace) -> int:
         health.succeeded(groups=observer.groups_seen, members=observer.members_seen,
                          events=len(polled))
 
-    return poll_until_stopped(poll_once, health, args.interval, args.once, outbox, args.topic,
+    return poll_until_stopped(poll_once, health, args.interval_seconds, args.once, outbox, args.topic,
                               closers=(observer.close, client.close))
 
 
-def _options(args: argparse.Namespace) -> ObserverOptions:
+def _options(args: ObserveRocketMQOptions) -> ObserverOptions:
     proxies = tuple(a.strip() for a in (args.proxy or "").split(";") if a.strip())
     return ObserverOptions(include=args.include, exclude=args.exclude, proxies=proxies,
                            exclude_system_groups=not args.include_system_groups,
@@ -162,8 +178,8 @@ def _options(args: argparse.Namespace) -> ObserverOptions:
                                                         dict(args.sdk_strategy),
                                                         args.go_virtual_nodes),
                            running_info_budget=args.running_info_budget,
-                           running_info_refresh_s=args.running_info_refresh,
-                           keepalive_s=args.keepalive)
+                           running_info_refresh_s=args.running_info_refresh_seconds,
+                           keepalive_s=args.keepalive_seconds)
 
 
 def _say_assumed_strategy(event: dict, said: set[tuple[str, str]]) -> None:
@@ -180,11 +196,11 @@ def _say_assumed_strategy(event: dict, said: set[tuple[str, str]]) -> None:
 PRODUCER_SETTINGS = {"linger.ms": 20, "message.timeout.ms": 60_000}
 
 
-def _outbox(args: argparse.Namespace) -> Outbox:
+def _outbox(args: ObserveRocketMQOptions) -> Outbox:
     from confluent_kafka import Producer
 
     settings = {"bootstrap.servers": args.bootstrap_servers, **PRODUCER_SETTINGS,
-                **options_or_exit("observe-rocketmq", args.kafka_option).for_librdkafka()}
+                **args.kafka_options.for_librdkafka()}
     return Outbox(Producer(settings), DeliveryStats(), RetryPolicy(attempts=3)).start()
 
 

@@ -31,96 +31,101 @@ import sys
 import threading
 import time
 from collections import deque
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from functools import partial
 
-from producers.health import (
-    CountCollector,
-    add_metrics_arguments,
-    serve_metrics,
-)
+from producers.health import CountCollector, serve_metrics
 from producers.simulator.clock import DEFAULT_EPOCH_MS, FastClock, RealtimeClock
 from producers.simulator.scenarios import SCENARIOS, Scenario, Steady
 from streaming.common import option_values as values
 from streaming.common.delivery import RETRIABLE, DeliveryStats, count_unflushed
 from streaming.common.delivery_metrics import DeliveryCollector
 from streaming.common.faults import Backoff, StateLog, cause_of, error_cause
-from streaming.common.kafka_options import options_or_exit
+from streaming.common.kafka_options import KafkaClientOptions, parse_kafka_options
+from streaming.common.options import add_arguments as add_options
+from streaming.common.options import option, switch
+from streaming.core.switches import parse_bool
 
 log = logging.getLogger("rebalance_monitor.simulate")
+
+
+_positive, _non_negative = values.positive, values.non_negative
+STEADY = "steady scenario"
+
+
+@dataclass(frozen=True)
+class SimulateOptions:
+    bootstrap_servers: str | None = option(
+        "Kafka bootstrap servers", values.not_empty, default=None, metavar="HOST:PORT[,...]",
+        shown_default="none", fallback_env=("KAFKA_BOOTSTRAP_SERVERS",))
+    topic: str = option("events topic", values.not_empty, default="rebalance.events",
+                        metavar="TOPIC")
+    scenario: str = option("what to simulate (listed below)", values.one_of(*sorted(SCENARIOS)),
+                           default="steady", metavar="SCENARIO")
+    seed: int = option("random seed: one seed, one run", _non_negative, default=0, metavar="N")
+    realtime: bool = switch("pace by the wall clock", parse_bool)
+    speed: float = option("with --realtime: N x faster", values.number(above=0), default=1.0,
+                          metavar="N")
+    epoch_ms: int = option("start of simulated time when not --realtime",
+                           values.whole(minimum=946_684_800_000, maximum=4_102_444_799_999),
+                           default=DEFAULT_EPOCH_MS, metavar="MS")
+    simulated_seconds: float | None = option(
+        "how long to simulate, in simulated seconds; with --realtime they pass at --speed",
+        values.number(above=0), default=None, metavar="SECONDS", shown_default="the scenario's")
+    with_view: bool = switch("heartbeats carry view and owned (off: what real clients send)",
+                             parse_bool)
+    groups_list: bool = switch("one route event naming `groups` instead of one per group",
+                               parse_bool)
+    notification_loss: float = option(
+        "probability that a broker notification is lost", values.number(minimum=0, maximum=1),
+        default=0.0, metavar="P")
+    groups: int = option("groups", _positive, default=100, metavar="N", group=STEADY)
+    clients: int = option("clients per group", _positive, default=4, metavar="N", group=STEADY)
+    topics: int = option("topics per group", _positive, default=2, metavar="N", group=STEADY)
+    queues: int = option("queues per topic", _positive, default=8, metavar="N", group=STEADY)
+    brokers: int = option("brokers", _positive, default=2, metavar="N", group=STEADY)
+    rate: float | None = option("at most N events per wall-clock second",
+                                values.number(above=0), default=None, metavar="N",
+                                shown_default="unpaced")
+    cluster: str | None = option(
+        "the simulated cluster's name in every event (docs/events.md, cluster); none: the job "
+        "reads it as \"default\"", values.not_empty, default=None, metavar="NAME",
+        shown_default="none")
+    print_ground_truth: bool = switch(
+        "after the events, print the findings a correct monitor must report, one JSON object "
+        "a line", parse_bool)
+    stdout: bool = switch("print events instead of producing", parse_bool)
+    create_topic: int | None = option(
+        "create the events topic with this many partitions first", _positive, default=None,
+        metavar="PARTITIONS", shown_default="none")
+    attempts: int = option("deliveries per event when the broker fails with a retriable cause",
+                           _positive, default=3, metavar="N")
+    kafka_options: KafkaClientOptions = option(
+        "a Kafka client setting, librdkafka's name, e.g. security.protocol=SASL_SSL "
+        "(docs/deploy.md); repeatable, and the variable holds one KEY=VALUE a line",
+        values.key_value, default=KafkaClientOptions(), flag="kafka-option", repeated=True,
+        combine=parse_kafka_options, metavar="KEY=VALUE", shown_default="none")
+    metrics_port: int | None = option(
+        "serve event delivery counts by cause (rebalance_monitor_produce_*) and events "
+        "produced on http://HOST:PORT/metrics (docs/metrics.md)", values.port, default=None,
+        metavar="PORT", shown_default="off")
+    metrics_host: str = option("address of --metrics-port", values.not_empty,
+                               default="0.0.0.0", metavar="HOST")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = "scenarios:\n" + "\n".join(
         f"  {name:22} {cls.summary}" for name, cls in sorted(SCENARIOS.items()))
-    positive, non_negative = values.positive, values.non_negative
-    parser.add_argument("--bootstrap-servers", type=values.not_empty,
-                        default=values.from_env("BOOTSTRAP_SERVERS", "KAFKA_BOOTSTRAP_SERVERS"),
-                        help="Kafka bootstrap servers (env REBALANCE_MONITOR_BOOTSTRAP_SERVERS, "
-                             "else KAFKA_BOOTSTRAP_SERVERS)")
-    parser.add_argument("--topic", type=values.not_empty, default="rebalance.events",
-                        help="events topic (default: %(default)s)")
-    parser.add_argument("--scenario", choices=sorted(SCENARIOS), default="steady",
-                        help="what to simulate (default: %(default)s; listed below)")
-    parser.add_argument("--seed", type=non_negative, default=0,
-                        help="random seed: one seed, one run (default: %(default)s)")
-    parser.add_argument("--realtime", action="store_true", help="pace by the wall clock")
-    parser.add_argument("--speed", type=values.number(above=0), default=1.0,
-                        help="with --realtime: N x faster (default: %(default)s)")
-    parser.add_argument("--epoch-ms", type=values.whole(minimum=946_684_800_000,
-                                                        maximum=4_102_444_799_999),
-                        default=DEFAULT_EPOCH_MS,
-                        help="start of simulated time when not --realtime (default: %(default)s)")
-    values.add_renamed(parser, "--simulated-seconds", "--duration", dest="duration",
-                       type=values.number(above=0), default=None, metavar="SECONDS",
-                       help="how long to simulate, in simulated seconds; with --realtime "
-                            "they pass at --speed (default: the scenario's)")
-    parser.add_argument("--with-view", action="store_true",
-                        help="heartbeats carry view and owned (default: what real clients send)")
-    parser.add_argument("--groups-list", action="store_true",
-                        help="one route event naming `groups` instead of one per group")
-    parser.add_argument("--notification-loss", type=values.number(minimum=0, maximum=1),
-                        default=0.0, help="probability that a broker notification is lost "
-                                          "(default: %(default)s)")
-    steady = parser.add_argument_group("steady scenario")
-    steady.add_argument("--groups", type=positive, default=100,
-                        help="groups (default: %(default)s)")
-    steady.add_argument("--clients", type=positive, default=4,
-                        help="clients per group (default: %(default)s)")
-    steady.add_argument("--topics", type=positive, default=2,
-                        help="topics per group (default: %(default)s)")
-    steady.add_argument("--queues", type=positive, default=8,
-                        help="queues per topic (default: %(default)s)")
-    steady.add_argument("--brokers", type=positive, default=2,
-                        help="brokers (default: %(default)s)")
-    parser.add_argument("--rate", type=values.number(above=0),
-                        help="at most N events per wall-clock second (default: unpaced)")
-    parser.add_argument("--cluster", type=values.not_empty, default=None, metavar="NAME",
-                        help="the simulated cluster's name in every event (docs/events.md, "
-                             "cluster); default: none, which the job reads as \"default\"")
-    parser.add_argument("--print-ground-truth", action="store_true",
-                        help="after the events, print the findings a correct monitor must "
-                             "report, one JSON object a line")
-    parser.add_argument("--stdout", action="store_true", help="print events instead of producing")
-    parser.add_argument("--create-topic", type=positive, metavar="PARTITIONS",
-                        help="create the events topic with this many partitions first")
-    parser.add_argument("--attempts", type=positive, default=3,
-                        help="deliveries per event when the broker fails with a retriable cause "
-                             "(default: %(default)s)")
-    parser.add_argument("--kafka-option", action="append", type=values.key_value, default=[],
-                        metavar="KEY=VALUE",
-                        help="a Kafka client setting, librdkafka's name, e.g. "
-                             "security.protocol=SASL_SSL (docs/deploy.md); repeatable")
-    add_metrics_arguments(parser, "event delivery counts by cause (rebalance_monitor_produce_*) "
-                                  "and events produced")
+    add_options(parser, SimulateOptions)
 
 
-def build_scenario(args: argparse.Namespace) -> Scenario:
+def build_scenario(args: SimulateOptions) -> Scenario:
     options = dict(seed=args.seed, with_view=args.with_view,
                    route_groups_list=args.groups_list,
                    notification_loss=args.notification_loss,
-                   duration_ms=None if args.duration is None else int(args.duration * 1000))
+                   duration_ms=None if args.simulated_seconds is None
+                   else int(args.simulated_seconds * 1000))
     if args.scenario == Steady.name:
         options.update(groups=args.groups, clients=args.clients, topics=args.topics,
                        queues=args.queues, brokers=args.brokers)
@@ -312,7 +317,7 @@ def _interrupt(*_) -> None:
     raise KeyboardInterrupt
 
 
-def main(args: argparse.Namespace) -> int:
+def main(args: SimulateOptions) -> int:
     try:
         return _main(args)
     except BrokenPipeError:  # `| head`: the reader has seen enough
@@ -330,7 +335,7 @@ def with_cluster(events, cluster: str | None):
         yield key, prefix + value[1:]
 
 
-def _main(args: argparse.Namespace) -> int:
+def _main(args: SimulateOptions) -> int:
     scenario = build_scenario(args)
     clock = (RealtimeClock(args.speed) if args.realtime else FastClock(args.epoch_ms))
     events = with_cluster(scenario.run_encoded(clock), args.cluster)
@@ -342,7 +347,7 @@ def _main(args: argparse.Namespace) -> int:
         sys.stdout.flush()
     elif args.bootstrap_servers:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-        settings = options_or_exit("simulate", args.kafka_option).for_librdkafka()
+        settings = args.kafka_options.for_librdkafka()
         if args.create_topic:
             create_topic_when_answered(args.bootstrap_servers, args.topic, args.create_topic,
                                        settings=settings)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -303,17 +303,3 @@ def for_kafka_python(options: KafkaClientOptions) -> dict[str, object]:
                 f"(kafka-python): give it as librdkafka.{key}=VALUE if only the librdkafka "
                 "clients need it")
     return arguments
-
-
-def options_or_exit(command: str, pairs: Iterable[str] | Mapping[str, str],
-                    check: Callable[[KafkaClientOptions], object] | None = None
-                    ) -> KafkaClientOptions:
-    """parse_kafka_options for a command line, then `check` (a client's form of them, built to
-    be refused early): a refused option ends the command with one line."""
-    try:
-        options = parse_kafka_options(pairs)
-        if check is not None:
-            check(options)
-        return options
-    except KafkaOptionError as error:
-        raise SystemExit(f"rebalance-monitor {command}: error: --kafka-option: {error}") from None

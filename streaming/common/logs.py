@@ -1,5 +1,6 @@
 """Every command's logging: `--log-level` and `--log-format text|json` (environment defaults
-REBALANCE_MONITOR_LOG_LEVEL and REBALANCE_MONITOR_LOG_FORMAT), set once before the command runs.
+REBALANCE_MONITOR_LOG_LEVEL and REBALANCE_MONITOR_LOG_FORMAT), options like any other
+(`LogOptions`), set once before the command runs.
 
     >>> record = logging.LogRecord("rebalance_monitor.job", logging.WARNING, __file__, 1,
     ...                            "query restarted (%s)", ("StreamingQueryException",), None)
@@ -10,14 +11,14 @@ REBALANCE_MONITOR_LOG_LEVEL and REBALANCE_MONITOR_LOG_FORMAT), set once before t
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
-import os
 import sys
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from streaming.common import option_values as values
+from streaming.common.options import option
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -35,16 +36,16 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, ensure_ascii=False)
 
 
-def add_logging_arguments(parser: argparse.ArgumentParser, level: str = "INFO") -> None:
-    env = os.environ.get
-    parser.add_argument("--log-level", type=values.one_of(*LEVELS, case_insensitive=True),
-                        default=env("REBALANCE_MONITOR_LOG_LEVEL", level), metavar="LEVEL",
-                        help=f"{', '.join(LEVELS)} (default: %(default)s; env "
-                             "REBALANCE_MONITOR_LOG_LEVEL)")
-    parser.add_argument("--log-format", type=values.one_of("text", "json"),
-                        default=env("REBALANCE_MONITOR_LOG_FORMAT", "text"), metavar="FORMAT",
-                        help="text, or json: one object a line (default: %(default)s; env "
-                             "REBALANCE_MONITOR_LOG_FORMAT)")
+@dataclass(frozen=True)
+class LogOptions:
+    log_level: str | None = option(
+        ", ".join(LEVELS), values.one_of(*LEVELS, case_insensitive=True), default=None,
+        metavar="LEVEL", shown_default="INFO, demo: WARNING")
+    log_format: str = option("text, or json: one object a line", values.one_of("text", "json"),
+                             default="text", metavar="FORMAT")
+
+    def level(self, default: str) -> str:
+        return self.log_level or default
 
 
 def configure_logging(level: str, log_format: str) -> None:

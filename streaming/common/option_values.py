@@ -3,36 +3,25 @@ refuses it with a one-line reason (argparse.ArgumentTypeError), where the option
 
     >>> port("9108"), host_ports(default_port=9876, separators=";")("10.0.0.1;10.0.0.2:9877")
     (9108, '10.0.0.1:9876;10.0.0.2:9877')
-    >>> spark_duration("2 seconds"), duration_ms("500ms")
-    ('2 seconds', 500)
     >>> try:
     ...     whole(minimum=1)("0")
     ... except argparse.ArgumentTypeError as refused:
     ...     print(refused)
     expected a positive whole number, got '0'
 
-`OneLineParser` is the argparse parser every subcommand uses: an error is one line on stderr
-(`rebalance-monitor run: error: argument --metrics-port: ...`) and exit status 2, never a usage
-block nor a traceback.
+Options are declared with them in streaming/common/options.py, which reports a refusal as one
+line on stderr (`rebalance-monitor run: error: argument --metrics-port: ...`), exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import re
-import sys
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 
 MAX_PORT = 65_535
-
-
-class OneLineParser(argparse.ArgumentParser):
-    def error(self, message: str):
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
-        sys.exit(2)
 
 
 def _named(function: Callable, name: str) -> Callable:
@@ -103,38 +92,6 @@ def one_of(*choices: str, case_insensitive: bool = False) -> Callable[[str], str
                 return choice
         raise argparse.ArgumentTypeError(f"expected one of {', '.join(choices)}, got {text!r}")
     return _named(parse, "choice")
-
-
-_DURATION = re.compile(
-    r"^\s*\d+(\.\d+)?\s*(ms|millis|milliseconds?|s|sec|secs|seconds?|m|min|mins|minutes?|h|"
-    r"hours?|d|days?)\s*$", re.IGNORECASE)
-
-
-def spark_duration(text: str) -> str:
-    """A duration as Spark reads one (trigger interval, watermark delay): "2 seconds", "500ms"."""
-    if not _DURATION.match(str(text)):
-        raise argparse.ArgumentTypeError(
-            f"expected a duration such as '2 seconds' or '500ms', got {text!r}")
-    return str(text).strip()
-
-
-_DURATION_UNITS_MS = {"ms": 1, "millis": 1, "millisecond": 1, "milliseconds": 1, "s": 1000,
-                     "sec": 1000, "secs": 1000, "second": 1000, "seconds": 1000, "m": 60_000,
-                     "min": 60_000, "mins": 60_000, "minute": 60_000, "minutes": 60_000,
-                     "h": 3_600_000, "hour": 3_600_000, "hours": 3_600_000,
-                     "d": 86_400_000, "day": 86_400_000, "days": 86_400_000}
-
-
-def duration_ms(text: str) -> int:
-    """A duration as Spark reads one ("2 seconds", "500ms", "1 minute") in milliseconds: the
-    form older flags took.
-
-    >>> duration_ms("2 seconds"), duration_ms("500ms"), duration_ms("1.5 min")
-    (2000, 500, 90000)
-    """
-    spark_duration(text)
-    match = re.match(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*$", str(text), re.IGNORECASE)
-    return round(float(match.group(1)) * _DURATION_UNITS_MS[match.group(2).lower()])
 
 
 def host_ports(default_port: int | None = None, separators: str = ",") -> Callable[[str], str]:
@@ -208,41 +165,3 @@ def names(text: str) -> str:
     if not items or not all(items):
         raise argparse.ArgumentTypeError(f"expected NAME[,NAME...], got {text!r}")
     return ",".join(items)
-
-
-ENV_PREFIX = "REBALANCE_MONITOR_"
-
-
-def from_env(name: str, *fallbacks: str, environ: Mapping[str, str] = os.environ) -> str | None:
-    """An option's environment default: REBALANCE_MONITOR_<NAME>, else the ecosystem's own
-    variable (KAFKA_BOOTSTRAP_SERVERS, NAMESRV_ADDR), in the order given.
-
-    >>> from_env("NAMESRV", "NAMESRV_ADDR", environ={"NAMESRV_ADDR": "ns:9876"})
-    'ns:9876'
-    """
-    for variable in (ENV_PREFIX + name, *fallbacks):
-        if environ.get(variable):
-            return environ[variable]
-    return None
-
-
-class _OlderFlag(argparse.Action):
-    """An option's older flag: sets what the current flag sets, and says which flag replaces
-    it (on stderr: logging is not set up while options are parsed)."""
-
-    def __init__(self, option_strings, dest, newer: str, **kwargs) -> None:
-        super().__init__(option_strings, dest, **kwargs)
-        self.newer = newer
-
-    def __call__(self, parser, namespace, value, option_string=None) -> None:
-        print(f"{parser.prog}: {option_string} is deprecated: use {self.newer}", file=sys.stderr)
-        setattr(namespace, self.dest, value)
-
-
-def add_renamed(parser: argparse.ArgumentParser, flag: str, older: str, **kwargs) -> None:
-    """`flag`, and `older` (hidden from --help) still taken for it: an option renamed to say
-    its unit, kept working for the command lines that use the old name."""
-    action = parser.add_argument(flag, **kwargs)
-    parser.add_argument(older, dest=action.dest, type=action.type, metavar=action.metavar,
-                        action=_OlderFlag, newer=flag, default=argparse.SUPPRESS,
-                        help=argparse.SUPPRESS)

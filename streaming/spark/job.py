@@ -28,11 +28,10 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from pyspark.sql.streaming.state import GroupStateTimeout
 
-from streaming.common import option_values as values
+from streaming.common import options
 from streaming.common.delivery import DeliveryStats, Outbox, RetryPolicy
 from streaming.common.delivery_metrics import DeliveryCollector
 from streaming.common.faults import Backoff
-from streaming.common.kafka_options import parse_kafka_options
 from streaming.core.state.codec import CodecError
 from streaming.core.state.shard import salvage_shard
 from streaming.core.step import StepConfig, snapshot_of
@@ -59,8 +58,7 @@ from streaming.spark.checkpoint_layout import (
     check_layout,
     layout_path,
 )
-from streaming.spark.config import JobConfig, config_from_args
-from streaming.spark.config import add_arguments as add_config_arguments
+from streaming.spark.config import JobConfig
 from streaming.spark.parse import route_events, with_watermark_keeping_late_rows
 from streaming.spark.sinks import BatchSink, counters_path
 from streaming.spark.source import SourceConfig, read_event_stream
@@ -225,7 +223,7 @@ class Monitor:
         self.source_probe = SourceProbe(
             kafka_client.client_settings(
                 config.bootstrap_servers,
-                parse_kafka_options(config.kafka_options).for_librdkafka()),
+                config.kafka_options.for_librdkafka()),
             config.topic)
         self.registry = CollectorRegistry()
         self.registry.register(JobHealthCollector(self.store))
@@ -319,16 +317,12 @@ def _failure_cause(error) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_config_arguments(parser)
-    parser.add_argument("--master", type=values.not_empty,
-                        default=os.environ.get("REBALANCE_MONITOR_MASTER"),
-                        help="Spark master (default: spark-submit's, else local[*])")
+    options.add_arguments(parser, JobConfig)
 
 
-def main(args: argparse.Namespace) -> int:
+def main(config: JobConfig) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    config = config_from_args(args)
-    spark = build_session(config, args.master)
+    spark = build_session(config, config.master)
     spark.sparkContext.setLogLevel("WARN")
     monitor = Monitor(config, spark)
     stopping = threading.Event()
@@ -351,6 +345,6 @@ if __name__ == "__main__":  # spark-submit streaming/spark/job.py run ...
     argv = sys.argv[1:]
     if argv and argv[0] == "run":
         argv = argv[1:]
-    parser = argparse.ArgumentParser(prog="rebalance-monitor run")
+    parser = options.OneLineParser(prog="rebalance-monitor run")
     add_arguments(parser)
-    sys.exit(main(parser.parse_args(argv)))
+    sys.exit(main(parser.parse_args(argv).config))

@@ -3,13 +3,13 @@
     config = SourceConfig(bootstrap_servers="127.0.0.1:9092", topic="rebalance.events",
                           source="auto", starting_offsets="earliest",
                           max_offsets_per_trigger=50_000, fail_on_data_loss=True,
-                          kafka_options={"security.protocol": "SASL_SSL"})
+                          kafka_options=KafkaClientOptions((("security.protocol", "SASL_SSL"),)))
     events = read_event_stream(spark, config)   # key, value, topic, partition, offset, timestamp
 
 `source`: "kafka" (needs spark-sql-kafka on the classpath), "embedded" (format
 "rebalance_kafka", confluent-kafka on the executors) or "auto" (kafka when its classes load).
-`kafka_options` are client settings in librdkafka's names (streaming/common/kafka_options.py), a
-"kafka." prefix allowed; each source receives them as `kafka.<name>` options in its client's
+`kafka_options` are the checked client settings (streaming/common/kafka_options.py, parsed once
+with the command's options); each source receives them as `kafka.<name>` options in its client's
 form: the Java client's for the built-in source, librdkafka's for the embedded one.
 """
 
@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from streaming.common.kafka_options import KafkaClientOptions, parse_kafka_options
+from streaming.common.kafka_options import KafkaClientOptions
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +36,7 @@ class SourceConfig:
     starting_offsets: str = "earliest"
     max_offsets_per_trigger: int | None = None
     fail_on_data_loss: bool = True
-    kafka_options: Mapping[str, str] = field(default_factory=dict)
+    kafka_options: KafkaClientOptions = KafkaClientOptions()
 
     def __post_init__(self) -> None:
         from streaming.spark.offset_ranges import parse_starting_offsets
@@ -49,16 +48,6 @@ class SourceConfig:
         parse_starting_offsets(self.starting_offsets)
         # max_offsets_per_trigger is checked where it is read from text: by its `run` option
         # and, as maxOffsetsPerTrigger, by the reader (parse_positive_int, the same rule).
-        options = {
-            key.removeprefix("kafka."): str(value) for key, value in self.kafka_options.items()
-        }
-        if "bootstrap.servers" in options:
-            raise ValueError("set bootstrap_servers, not kafka_options['bootstrap.servers']")
-        parse_kafka_options(options)  # refused here, with a one-line reason, or never
-        object.__setattr__(self, "kafka_options", options)  # a copy; stays picklable
-
-    def client_options(self) -> KafkaClientOptions:
-        return parse_kafka_options(self.kafka_options)
 
     def spark_options(self, chosen: str = "kafka") -> dict[str, str]:
         """Reader options of the chosen source ("kafka" or "embedded"): the same but for the
@@ -71,7 +60,7 @@ class SourceConfig:
         }
         if self.max_offsets_per_trigger is not None:
             options["maxOffsetsPerTrigger"] = str(self.max_offsets_per_trigger)
-        client = self.client_options()
+        client = self.kafka_options
         settings = client.for_java() if chosen == "kafka" else client.for_librdkafka()
         options.update({f"kafka.{key}": value for key, value in settings.items()})
         return options
@@ -128,5 +117,5 @@ def describe(config: SourceConfig) -> str:
     """One line for logs, without secrets."""
     return json.dumps({
         "source": config.source, "bootstrap": config.bootstrap_servers, "topic": config.topic,
-        "startingOffsets": config.starting_offsets, "kafka": config.client_options().redacted(),
+        "startingOffsets": config.starting_offsets, "kafka": config.kafka_options.redacted(),
     })

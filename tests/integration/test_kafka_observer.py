@@ -8,7 +8,6 @@ still reports the group's topics and partition counts.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 import uuid
@@ -90,9 +89,9 @@ def test_embedded_broker_reports_groups_and_partition_counts(kafka_broker_kind, 
                     "(REBALANCE_MONITOR_TEST_BROKER=embedded runs it)")
     group, topic_a, topic_b, _ = group_on_two_topics
     events_topic = make_topic(1)
-    args = argparse.Namespace(bootstrap_servers=kafka_bootstrap, events_bootstrap_servers=None,
-                              topic=events_topic, interval=10.0, once=True, stdout=False)
-    assert observe_kafka.main(args) == 0
+    options = observe_kafka.ObserveKafkaOptions(bootstrap_servers=kafka_bootstrap,
+                                                topic=events_topic, once=True)
+    assert observe_kafka.main(options) == 0
     out, err = capsys.readouterr()
     ours = _read_group_events(kafka_bootstrap, events_topic, group, 2)
     assert ours == [

@@ -7,7 +7,6 @@ Every broker here is the test's own (pausing the session's would stall every oth
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 import uuid
@@ -18,6 +17,7 @@ from confluent_kafka import Consumer, TopicPartition
 from producers.kafka.reporter import RebalanceReporter
 from producers.simulator import cli as simulator_cli
 from producers.simulator.clock import FastClock
+from streaming.common.options import OneLineParser
 from streaming.common.topics import create_topic
 from streaming.embedded_broker import EmbeddedBroker
 from tests.integration.producer_process import ProducerProcess, paused
@@ -104,10 +104,10 @@ def test_simulate_goes_on_through_a_broker_pause_and_loses_nothing(own_broker, t
     # 1,282 events at 50 a second (in bursts of 256): about 26 s; the broker is paused for 12.
     scenario_args = ["--scenario", "steady", "--groups", "10", "--clients", "4",
                      "--simulated-seconds", "300", "--seed", "3"]
-    parser = argparse.ArgumentParser()
+    parser = OneLineParser()
     simulator_cli.add_arguments(parser)
     expected = [value for _, value in simulator_cli.build_scenario(
-        parser.parse_args(scenario_args)).run_encoded(FastClock())]
+        parser.parse_args(scenario_args).config).run_encoded(FastClock())]
 
     with ProducerProcess(["simulate", *scenario_args, "--bootstrap-servers", bootstrap,
                           "--topic", topic, "--create-topic", "2", "--rate", "50",

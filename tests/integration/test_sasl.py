@@ -94,16 +94,15 @@ def test_sparks_kafka_source_reads_through_scram(spark, kafka_sasl, kafka_bootst
     topic = make_topic(partitions=2)
     produced = produce(topic, [b'{"n": %d}' % n for n in range(25)])
     config = SourceConfig(kafka_sasl.bootstrap, topic,
-                          kafka_options=dict(o.split("=", 1) for o in sasl_options(
-                              kafka_sasl, mechanism)))
+                          kafka_options=parse_kafka_options(sasl_options(kafka_sasl, mechanism)))
     assert batch_reader(spark, config).load().count() == produced
 
 
 def test_a_wrong_password_fails_the_java_client_instead_of_reading_nothing(
         spark, kafka_sasl, make_topic):
     topic = make_topic(partitions=1)
-    config = SourceConfig(kafka_sasl.bootstrap, topic, kafka_options=dict(
-        o.split("=", 1) for o in sasl_options(kafka_sasl, password="wrong")))
+    config = SourceConfig(kafka_sasl.bootstrap, topic, kafka_options=parse_kafka_options(
+        sasl_options(kafka_sasl, password="wrong")))
     with pytest.raises(Exception, match="(?i)authentication failed"):
         batch_reader(spark, config).load().count()
 
@@ -124,14 +123,14 @@ def test_tls_with_a_private_ca_works_for_librdkafka_and_sparks_source(spark, kaf
     for n in range(20):
         producer.produce(topic, b'{"n": %d}' % n)
     assert producer.flush(30) == 0
-    config = SourceConfig(kafka_tls.bootstrap, topic, kafka_options=dict(options.settings))
+    config = SourceConfig(kafka_tls.bootstrap, topic, kafka_options=options)
     assert batch_reader(spark, config).load().count() == 20
 
 
 def test_without_the_private_ca_sparks_source_refuses_the_broker(spark, kafka_tls, make_topic):
     topic = make_topic(partitions=1)
     config = SourceConfig(kafka_tls.bootstrap, topic,
-                          kafka_options={"security.protocol": "SSL"})
+                          kafka_options=parse_kafka_options(["security.protocol=SSL"]))
     with pytest.raises(Exception, match="(?i)ssl|certificat|handshake|PKIX"):
         batch_reader(spark, config).load().count()
 

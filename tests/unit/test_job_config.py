@@ -13,23 +13,19 @@ from pathlib import Path
 
 import pytest
 
+from streaming.common.kafka_options import KafkaClientOptions, parse_kafka_options
+from streaming.common.options import OneLineParser, add_arguments, env_of, flag_of
+from streaming.common.options import options as options_of
 from streaming.core.step import StepConfig
 from streaming.core.switches import EXACT_VARIABLE
-from streaming.spark.config import (
-    JobConfig,
-    add_arguments,
-    config_from_args,
-    env_of,
-    flag_of,
-    options,
-)
+from streaming.spark.config import JobConfig
 
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
 
 # Today's (documented) flags, variables and defaults: none may change. (--trigger-interval and
-# --watermark-delay, which took Spark's duration text, are the deprecated forms tested below.)
+# --watermark-delay, which took Spark's duration text, are refused: tested below.)
 DEFAULTS = {
     "--topic": "rebalance.events",
     "--checkpoint": "./checkpoints/rebalance-monitor",
@@ -37,7 +33,7 @@ DEFAULTS = {
     "--starting-offsets": "earliest",
     "--max-offsets-per-trigger": 500_000,
     "--fail-on-data-loss": True,
-    "--kafka-option": {},
+    "--kafka-option": KafkaClientOptions(),
     "--findings-topic": "rebalance.findings",
     "--dead-letter-topic": "rebalance.events.dlq",
     "--metrics-host": "0.0.0.0",
@@ -57,6 +53,7 @@ DEFAULTS = {
     "--cluster-silence-ms": 30_000,
     "--cluster-forget-ms": 86_400_000,
     "--exact": False,
+    "--master": None,
 }
 
 # One good text per option (as a flag or its variable) and the value it gives.
@@ -68,7 +65,8 @@ GOOD = {
     "starting_offsets": ("latest", "latest"),
     "max_offsets_per_trigger": ("7000", 7_000),
     "fail_on_data_loss": ("off", False),
-    "kafka_options": ("security.protocol=SASL_SSL", {"security.protocol": "SASL_SSL"}),
+    "kafka_options": ("security.protocol=SASL_SSL",
+                      parse_kafka_options(["security.protocol=SASL_SSL"])),
     "findings_topic": ("f", "f"),
     "dead_letter_topic": ("d", "d"),
     "metrics_host": ("127.0.0.1", "127.0.0.1"),
@@ -88,6 +86,7 @@ GOOD = {
     "cluster_silence_ms": ("90000", 90_000),
     "cluster_forget_ms": ("3600000", 3_600_000),
     "exact": ("on", True),
+    "master": ("local[2]", "local[2]"),
 }
 
 # One refused text for every option that validates its text, and a word of the reason.
@@ -119,6 +118,7 @@ BAD = {
     "metrics_host": ("", "empty"),
     "trigger_interval_ms": ("2 seconds", "whole number"),
     "watermark_delay_ms": ("-1", "at least 0"),
+    "master": (" ", "empty"),
 }
 FREE_TEXT: set[str] = set()
 # What a new operator tried, each once accepted and handed to Spark.
@@ -131,13 +131,27 @@ ALSO_BAD = [
 
 
 def parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rebalance-monitor run")
-    add_arguments(parser)
+    parser = OneLineParser(prog="rebalance-monitor run")
+    add_arguments(parser, JobConfig)
     return parser
 
 
-def parse(*argv: str):
-    return config_from_args(parser().parse_args(["--bootstrap-servers", "b:9092", *argv]))
+def parse(*argv: str) -> JobConfig:
+    return parser().parse_args(["--bootstrap-servers", "b:9092", *argv]).config
+
+
+def options():
+    return options_of(JobConfig)
+
+
+def refused(capsys, *argv: str, bootstrap: bool = True) -> str:
+    """The one line a refused start prints (exit status 2, no traceback)."""
+    with pytest.raises(SystemExit) as exited:
+        parser().parse_args([*(["--bootstrap-servers", "b:9092"] if bootstrap else []), *argv])
+    error = capsys.readouterr().err
+    assert exited.value.code == 2 and error.count("\n") == 1 and "Traceback" not in error, error
+    assert error.startswith("rebalance-monitor run: error: "), error
+    return error
 
 
 def field_named(name: str):
@@ -168,8 +182,7 @@ def test_the_bound_can_come_from_the_environment(monkeypatch):
 
 
 def test_every_field_is_one_flag_and_one_variable_with_a_help_line():
-    actions = [action for action in parser()._actions if action.option_strings != ["-h", "--help"]
-               and action.help != argparse.SUPPRESS]      # the older flags: tested below
+    actions = [action for action in parser()._actions if action.option_strings != ["-h", "--help"]]
     by_dest = {action.dest: action for action in actions}
     assert len(by_dest) == len(actions) == len(fields(JobConfig))
     for each, opt in options():
@@ -189,7 +202,7 @@ def test_flags_and_defaults_are_the_documented_ones():
 
 
 def test_every_flag_the_docs_name_for_run_is_an_option():
-    flags = {flag_of(each) for each, _ in options()} | {"--master"}
+    flags = {flag_of(each) for each, _ in options()}
     readme_table = re.findall(r"^\| `(--[a-z-]+)", (ROOT / "README.md").read_text(), re.M)
     readme_table += re.findall(r"`(--[a-z-]+)`", "".join(
         re.findall(r"^\| `--.*", (ROOT / "README.md").read_text(), re.M)))
@@ -227,10 +240,10 @@ def test_a_variable_is_its_flags_default_and_the_flag_wins(monkeypatch, name):
     text, value = GOOD[name]
     monkeypatch.setenv(env_of(each), text)
     if name == "bootstrap_servers":
-        assert config_from_args(parser().parse_args([])).bootstrap_servers == value
+        assert parser().parse_args([]).config.bootstrap_servers == value
         return
     assert getattr(parse(), name) == value
-    if name != "kafka_options":
+    if name not in ("kafka_options", "master"):   # neither has a text for its default
         default = DEFAULTS[flag_of(each)]
         assert getattr(parse(flag_of(each), DEFAULT_TEXT.get(name, str(default))), name) == default
 
@@ -254,27 +267,20 @@ def test_out_of_range_values_are_refused_where_they_are_parsed(capsys, name, tex
 
 
 @pytest.mark.parametrize("name", sorted(BAD))
-def test_a_bad_variable_is_refused_naming_the_variable_and_flag(monkeypatch, name):
+def test_a_bad_variable_is_refused_naming_the_variable_and_flag(monkeypatch, capsys, name):
     text, reason = BAD[name]
     each = field_named(name)
     monkeypatch.setenv(env_of(each), text)
-    args = parser().parse_args(["--bootstrap-servers", "b:9092"] if name != "bootstrap_servers"
-                               else [])
-    with pytest.raises(SystemExit) as exited:
-        config_from_args(args)
-    message = str(exited.value.code)
+    message = refused(capsys, bootstrap=name != "bootstrap_servers")
     shown = env_of(each) if name == "kafka_options" else f"{env_of(each)}={text!r}"
     assert shown in message and flag_of(each) in message and reason in message
 
 
-def test_a_bad_kafka_option_line_is_quoted_alone():
+def test_a_bad_kafka_option_line_is_quoted_alone(monkeypatch, capsys):
     """The variable's other lines may be credentials: only the bad line is shown."""
     each = field_named("kafka_options")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(env_of(each), "sasl.password=s3cret\nsecurity.protocol")
-        with pytest.raises(SystemExit) as exited:
-            parse()
-    message = str(exited.value.code)
+    monkeypatch.setenv(env_of(each), "sasl.password=s3cret\nsecurity.protocol")
+    message = refused(capsys)
     assert env_of(each) in message and "'security.protocol'" in message
     assert "s3cret" not in message
 
@@ -283,8 +289,8 @@ def test_kafka_options_come_from_the_variable_then_the_flags(monkeypatch):
     monkeypatch.setenv("REBALANCE_MONITOR_KAFKA_OPTION",
                        "security.protocol=SASL_SSL\n\nkafka.sasl.mechanism=PLAIN\n")
     config = parse("--kafka-option", "sasl.mechanism=SCRAM-SHA-512", "--kafka-option", "a=b=c")
-    assert config.kafka_options == {"security.protocol": "SASL_SSL",
-                                    "sasl.mechanism": "SCRAM-SHA-512", "a": "b=c"}
+    assert config.kafka_options == parse_kafka_options({
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "a": "b=c"})
 
 
 @pytest.mark.parametrize(("option", "told"), [
@@ -292,21 +298,19 @@ def test_kafka_options_come_from_the_variable_then_the_flags(monkeypatch):
     ("ssl.truststore.location=/x.jks", "ssl.ca.location"),
     ("sasl.username=u", "needs sasl.password"),
 ])
-def test_a_kafka_option_one_client_cannot_take_stops_the_start_in_one_line(option, told):
-    with pytest.raises(SystemExit) as exited:
-        parse("--kafka-option", option)
-    message = str(exited.value.code)
+def test_a_kafka_option_one_client_cannot_take_stops_the_start_in_one_line(capsys, option, told):
+    message = refused(capsys, "--kafka-option", option)
     assert message.startswith("rebalance-monitor run: error: --kafka-option: ")
-    assert told in message and "\n" not in message
+    assert told in message
 
 
-def test_a_client_key_the_java_client_cannot_read_stops_the_start(tmp_path):
+def test_a_client_key_the_java_client_cannot_read_stops_the_start(tmp_path, capsys):
     (tmp_path / "client.pem").write_text("-----BEGIN CERTIFICATE-----\nx\n")
     (tmp_path / "client.key").write_text("-----BEGIN RSA PRIVATE KEY-----\nx\n")
     options = ["ssl.certificate.location=" + str(tmp_path / "client.pem"),
                "ssl.key.location=" + str(tmp_path / "client.key")]
-    with pytest.raises(SystemExit, match="PKCS#8"):
-        parse("--source", "kafka", *(a for o in options for a in ("--kafka-option", o)))
+    assert "PKCS#8" in refused(capsys, "--source", "kafka",
+                               *(a for o in options for a in ("--kafka-option", o)))
     # The embedded reader and the producers use librdkafka, which reads that key.
     assert parse("--source", "embedded",
                  *(a for o in options for a in ("--kafka-option", o))).kafka_options
@@ -318,10 +322,9 @@ def test_the_findings_producer_gets_librdkafka_names():
     assert "sasl.jaas.config" not in config.producer_options()
 
 
-def test_bootstrap_servers_are_required_from_the_flag_or_the_variable():
-    with pytest.raises(SystemExit, match="--bootstrap-servers .or "
-                                         "REBALANCE_MONITOR_BOOTSTRAP_SERVERS. is required"):
-        config_from_args(parser().parse_args([]))
+def test_bootstrap_servers_are_required_from_the_flag_or_the_variable(capsys):
+    assert "--bootstrap-servers (or REBALANCE_MONITOR_BOOTSTRAP_SERVERS) is required" in refused(
+        capsys, bootstrap=False)
 
 
 def test_the_core_gets_the_fields_of_its_names():
@@ -337,14 +340,16 @@ def test_run_help_gives_every_option_a_help_line_with_default_and_variable(capsy
         build_parser(["run", "--help"]).parse_args(["run", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     text = text[text.index("options:"):]
-    flags = [flag_of(each) for each, _ in options()] + ["--master"]
+    flags = [flag_of(each) for each, _ in options()]
     starts = [text.index(f" {flag} ") for flag in flags]
     assert starts == sorted(starts)
-    for each, start, end in zip(fields(JobConfig), starts[:-1], starts[1:], strict=True):
+    for each, start, end in zip(fields(JobConfig), starts, [*starts[1:], len(text)], strict=True):
         line = text[start:end]  # the flag, its metavar and its help
         assert f"env {env_of(each)})" in line and re.search(r"\((default: .+|required);", line)
         assert len(line.split()) > 6, line
     assert "Spark master" in text[starts[-1]:]
+    for section in ("Kafka:", "detection:", "state:", "metrics and outputs:", "Spark:"):
+        assert section in text
 
 
 ON_OFF_WORDS = re.compile(
@@ -362,22 +367,19 @@ def test_one_on_off_parser_in_the_project():
     assert [place.split(":")[0] for place in found] == ["streaming/core/switches.py"] * 3
 
 
-def test_the_older_duration_flags_and_variables_still_work_and_say_what_replaces_them(
-        monkeypatch, capsys):
-    args = parser().parse_args(["--bootstrap-servers", "b:9092", "--trigger-interval",
-                                "500 milliseconds"])
+@pytest.mark.parametrize("older, value", [("--trigger-interval", "500 milliseconds"),
+                                          ("--watermark-delay", "1 minute")])
+def test_the_older_duration_flags_are_refused(capsys, older, value):
+    """Renamed before any release to say their unit (--trigger-interval-ms, ...): the old
+    names, and their variables, are gone."""
+    assert f"unrecognized arguments: {older}" in refused(capsys, older, value)
+
+
+def test_the_older_duration_variables_are_not_read(monkeypatch):
+    monkeypatch.setenv("REBALANCE_MONITOR_TRIGGER_INTERVAL", "500 milliseconds")
     monkeypatch.setenv("REBALANCE_MONITOR_WATERMARK_DELAY", "1 minute")
-    config = config_from_args(args)
-    assert (config.trigger_interval_ms, config.watermark_delay_ms) == (500, 60_000)
-    err = capsys.readouterr().err
-    assert "--trigger-interval is deprecated: use --trigger-interval-ms" in err
-    assert "--watermark-delay is deprecated: use --watermark-delay-ms" in err
-    # The new flag wins over the old one; a bad old value is refused like any other.
-    args = parser().parse_args(["--bootstrap-servers", "b:9092", "--trigger-interval", "1s",
-                                "--trigger-interval-ms", "750"])
-    assert config_from_args(args).trigger_interval_ms == 750
-    with pytest.raises(SystemExit):
-        parser().parse_args(["--bootstrap-servers", "b:9092", "--trigger-interval", "soon"])
+    config = parse()
+    assert (config.trigger_interval_ms, config.watermark_delay_ms) == (2_000, 30_000)
 
 
 def test_exact_is_read_from_the_variable_the_core_reads():
@@ -390,5 +392,5 @@ def test_exact_is_read_from_the_variable_the_core_reads():
 
 
 def test_exact_keeps_one_group_per_shard_so_a_shard_count_is_refused(capsys):
-    with pytest.raises(SystemExit, match="--exact keeps one group per state shard"):
-        parse("--exact", "on", "--state-shards", "8")
+    assert "--exact keeps one group per state shard" in refused(
+        capsys, "--exact", "on", "--state-shards", "8")

@@ -3,7 +3,6 @@ counted by cause and logged once per change of state, and the events still go ou
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 
@@ -56,8 +55,9 @@ def observer_with(admin: FakeAdmin, bootstrap: Script, metadata=None) -> KafkaGr
         metadata_factory=lambda *_: metadata or FakeMetadata(Script({"A": 2})))
 
 
-def args(**overrides):
-    return argparse.Namespace(**{"topic": "events", "interval": 0, "once": False, **overrides})
+def args(**overrides) -> observe_kafka.ObserveKafkaOptions:
+    return observe_kafka.ObserveKafkaOptions(
+        **{"bootstrap_servers": CLUSTER, "topic": "events", "interval_seconds": 0, **overrides})
 
 
 def warnings(caplog) -> list[str]:

@@ -12,7 +12,6 @@ from streaming.common.kafka_options import (
     KafkaClientOptions,
     KafkaOptionError,
     for_kafka_python,
-    options_or_exit,
     parse_kafka_options,
 )
 
@@ -304,9 +303,17 @@ def test_kafka_python_refuses_a_setting_it_has_no_name_for():
     assert for_kafka_python(parse_kafka_options(["librdkafka.linger.ms=5"])) == {}
 
 
-def test_a_command_line_refusal_ends_the_command_in_one_line():
+@pytest.mark.parametrize("command", ["simulate", "observe-kafka", "observe-rocketmq", "run"])
+def test_a_command_line_refusal_ends_the_command_in_one_line(capsys, command):
+    from streaming import cli
+
+    argv = [command, "--bootstrap-servers", "b:9092", "--namesrv", "ns:9876",
+            "--kafka-option", "sasl.jaas.config=x"]
+    if command != "observe-rocketmq":
+        argv.remove("--namesrv"), argv.remove("ns:9876")
     with pytest.raises(SystemExit) as exited:
-        options_or_exit("simulate", ["sasl.jaas.config=x"])
-    message = str(exited.value.code)
-    assert message.startswith("rebalance-monitor simulate: error: --kafka-option: ")
-    assert "\n" not in message
+        cli.build_parser(argv).parse_args(argv)
+    error = capsys.readouterr().err
+    assert exited.value.code == 2
+    assert error.startswith(f"rebalance-monitor {command}: error: --kafka-option: ")
+    assert error.count("\n") == 1 and "Traceback" not in error
