@@ -267,13 +267,30 @@ def containers(documents: list[dict]) -> dict[str, dict]:
             for c in d["spec"]["template"]["spec"]["containers"]}
 
 
+def container_environment(env: list[dict]) -> dict[str, str]:
+    """The container's variables as Kubernetes sets them: each secret's value stands in as
+    <secret/key>, and $(VARIABLE) in a value is expanded from the variables before it."""
+    values: dict[str, str] = {}
+    for each in env:
+        if "secretKeyRef" in each.get("valueFrom", {}):
+            values[each["name"]] = "<{name}/{key}>".format(**each["valueFrom"]["secretKeyRef"])
+        elif "value" in each:
+            values[each["name"]] = re.sub(r"\$\((\w+)\)", lambda m: values[m[1]], each["value"])
+    return values
+
+
 def parsed(args: list[str], env: list[dict]) -> dict:
-    """The arguments as the command parses them, after Kubernetes expands $(VARIABLE) from the
-    container's environment (each secret's value stands in as <secret/key>)."""
-    values = {e["name"]: "<{name}/{key}>".format(**e["valueFrom"]["secretKeyRef"])
-              for e in env if "secretKeyRef" in e.get("valueFrom", {})}
+    """The options as the command parses them, from its arguments and its environment, after
+    Kubernetes expands $(VARIABLE) in both."""
+    values = container_environment(env)
     expanded = [re.sub(r"\$\((\w+)\)", lambda m: values[m[1]], arg) for arg in args]
-    return vars(cli.build_parser(expanded).parse_args(expanded))
+    with pytest.MonkeyPatch.context() as patch:
+        for name in [n for n in os.environ if n.startswith("REBALANCE_MONITOR_")]:
+            patch.delenv(name)
+        for name, value in values.items():
+            patch.setenv(name, value)
+        namespace = cli.build_parser(expanded).parse_args(expanded)
+    return {**vars(namespace.config), "command": namespace.command}
 
 
 def test_the_job_runs_in_one_pod_on_local_spark_with_the_checkpoint_on_the_claim(helm):
@@ -305,7 +322,7 @@ def test_every_command_parses_its_arguments_and_credentials_come_from_secrets(he
     found = containers(documents)
     assert sorted(found) == ["job", "observe-kafka", "observe-rocketmq"]
     job = parsed(found["job"]["args"], found["job"]["env"])
-    assert ("sasl.password", "<rebalance-monitor-kafka/password>") in job["kafka_options"]
+    assert ("sasl.password", "<rebalance-monitor-kafka/password>") in job["kafka_options"].settings
     assert (job["master"], job["checkpoint"]) == ("local[4]", "/var/lib/rebalance-monitor/checkpoint")
     rocketmq = parsed(found["observe-rocketmq"]["args"], found["observe-rocketmq"]["env"])
     assert (rocketmq["command"], rocketmq["cluster"], rocketmq["namesrv"]) == (
@@ -318,8 +335,14 @@ def test_every_command_parses_its_arguments_and_credentials_come_from_secrets(he
     assert (kafka["command"], kafka["cluster"], kafka["bootstrap_servers"],
             kafka["events_bootstrap_servers"]) == (
         "observe-kafka", "prod-kafka", "observed-kafka:9092", "kafka-0.kafka:9093,kafka-1.kafka:9093")
-    assert "sasl.password=<observed-kafka/password>" in kafka["kafka_option"]
-    assert "sasl.password=<rebalance-monitor-kafka/password>" in kafka["events_kafka_option"]
+    assert ("sasl.password", "<observed-kafka/password>") in kafka["kafka_options"].settings
+    assert ("sasl.password", "<rebalance-monitor-kafka/password>") in (
+        kafka["events_kafka_options"].settings)
+    assert ("sasl.password", "<rebalance-monitor-kafka/password>") in (
+        rocketmq["kafka_options"].settings)
+    # The observers' secrets reach them in their environment, never in their arguments.
+    for observer in ("observe-kafka", "observe-rocketmq"):
+        assert not [a for a in found[observer]["args"] if "password" in a or "$(" in a]
     # No value of any rendered object holds a password: only references to Secrets.
     rendered = json.dumps(documents)
     assert not re.search(r"password=(?!\$\()", rendered)

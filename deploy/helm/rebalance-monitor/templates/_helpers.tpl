@@ -102,6 +102,24 @@ Kubernetes expands from the environment variable "kafkaSecretEnv" defines.
 {{- end }}
 
 {{/*
+Secret Kafka options in the environment, never in the process arguments: (dict "secretOptions"
+list "prefix" "RM_KAFKA_SECRET" "variable" "REBALANCE_MONITOR_KAFKA_OPTION"). Each secret in
+its own variable ("kafkaSecretEnv"), then the option's variable, which the command reads as one
+KEY=VALUE a line, with each value expanded by Kubernetes from its secret's variable.
+*/}}
+{{- define "rebalance-monitor.kafkaSecretOptionEnv" -}}
+{{- if .secretOptions }}
+{{- include "rebalance-monitor.kafkaSecretEnv" . }}
+{{- $lines := list }}
+{{- range $index, $secret := .secretOptions }}
+{{- $lines = append $lines (printf "%s=$(%s_%d)" $secret.option $.prefix $index) }}
+{{- end }}
+- name: {{ .variable }}
+  value: {{ join "\n" $lines | quote }}
+{{- end }}
+{{- end }}
+
+{{/*
 A component's pod scheduling: its own nodeSelector / tolerations / affinity, else the chart's.
 Call with (dict "root" $ "values" .Values.job).
 */}}
