@@ -35,7 +35,6 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from streaming.common import option_values as values
 from streaming.common.faults import StateLog, error_cause
 
 log = logging.getLogger("rebalance_monitor.producers")
@@ -226,11 +225,3 @@ class CountCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         yield self._family(self._name, self._doc, value=float(self._read()))
-
-
-def add_metrics_arguments(parser, what: str) -> None:
-    parser.add_argument(
-        "--metrics-port", type=values.port, default=None, metavar="PORT",
-        help=f"serve {what} on http://HOST:PORT/metrics (default: off; docs/metrics.md)")
-    parser.add_argument("--metrics-host", type=values.not_empty, default="0.0.0.0",
-                        help="with --metrics-port (default: %(default)s)")

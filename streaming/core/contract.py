@@ -8,20 +8,22 @@ keys. Nothing here imports Spark or Kafka.
     >>> key = GroupKey("kafka", "order-service")
     >>> key < GroupKey("rocketmq", "order-service")
     True
-    >>> record = FindingRecord("started", "double_assignment", "g", "rocketmq", "T", ("b", 0),
-    ...                        ("c1", "c2"), since=5, at=5)
+    >>> double = FindingIdentity("double_assignment", "T", ("b", 0), ("c1", "c2"))
+    >>> record = FindingRecord("started", double, "g", "rocketmq", since=5, at=5)
     >>> FindingRecord.from_json(record.to_json()) == record
     True
-    >>> record.to_json()[:60]
-    b'{"status": "started", "kind": "double_assignment", "group": '
+    >>> record.to_json()[:64]
+    b'{"status": "started", "kind": "double_assignment", "topic": "T",'
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, TypeVar
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, is_dataclass
+from functools import cache
+from types import UnionType
+from typing import Any, Literal, NamedTuple, TypeVar, Union, get_args, get_origin, get_type_hints
 
 # A leaf: nothing of the project's is imported here, so every layer can import it.
 
@@ -70,74 +72,87 @@ class GroupKey(NamedTuple):
 
 
 class FindingIdentity(NamedTuple):
-    """What makes two findings the same finding (its detail does not)."""
+    """What makes two findings the same finding (its detail does not): declared here once, and
+    carried as `identity` by every type that names a finding (the core's Finding, a published
+    FindingRecord, a detail's OpenFinding, a step's Transition)."""
 
     kind: str
-    topic: str | None
-    queue: Queue2 | None
-    clients: tuple[str, ...]
-    address: str | None
-    brokers: tuple[str, ...]
+    topic: str | None = None
+    queue: Queue2 | None = None
+    clients: tuple[str, ...] = ()
+    address: str | None = None
+    brokers: tuple[str, ...] = ()
+
+
+class Identified:
+    """A finding's identity's fields, read through its `identity`."""
+
+    identity: FindingIdentity
+
+    @property
+    def kind(self) -> str:
+        return self.identity.kind
+
+    @property
+    def topic(self) -> str | None:
+        return self.identity.topic
+
+    @property
+    def queue(self) -> Queue2 | None:
+        return self.identity.queue
+
+    @property
+    def clients(self) -> tuple[str, ...]:
+        return self.identity.clients
+
+    @property
+    def address(self) -> str | None:
+        return self.identity.address
+
+    @property
+    def brokers(self) -> tuple[str, ...]:
+        return self.identity.brokers
 
 
 @dataclass(frozen=True)
-class FindingRecord:
+class FindingRecord(Identified):
     """One record of the findings topic: a finding that started or ended at event time `at`;
-    `since` is when it began. The JSON shape is docs/events.md's findings contract."""
+    `since` is when it began. The JSON shape is docs/events.md's findings contract: the
+    identity's fields in place, and `address`, `brokers` and `detail` only when they say
+    something."""
 
     status: str                       # "started" | "ended"
-    kind: str
+    identity: FindingIdentity
     group: str
     system: str
-    topic: str | None
-    queue: Queue2 | None
-    clients: tuple[str, ...]
     since: int
     at: int
-    address: str | None = None
-    brokers: tuple[str, ...] = ()
     detail: Mapping[str, JsonValue] | None = None
     cluster: str = DEFAULT_CLUSTER
 
     @classmethod
     def of(cls, status: str, identity: FindingIdentity, key: GroupKey, since: int, at: int,
            detail: Mapping[str, JsonValue] | None = None) -> FindingRecord:
-        kind, topic, queue, clients, address, brokers = identity
-        return cls(status, kind, key.group, key.system, topic, queue, tuple(clients), since, at,
-                   address, tuple(brokers), detail or None, key.cluster)
+        return cls(status, identity, key.group, key.system, since, at, detail or None,
+                   key.cluster)
 
     @property
     def key(self) -> GroupKey:
         return GroupKey(self.system, self.group, self.cluster)
 
-    @property
-    def identity(self) -> FindingIdentity:
-        return FindingIdentity(self.kind, self.topic, self.queue, self.clients, self.address,
-                               self.brokers)
-
     def to_json(self) -> bytes:
-        out: dict[str, object] = {
-            "status": self.status, "kind": self.kind, "group": self.group,
-            "system": self.system, "cluster": self.cluster, "topic": self.topic,
-            "queue": None if self.queue is None else list(self.queue),
-            "clients": list(self.clients), "since": self.since, "at": self.at}
-        if self.address is not None:
-            out["address"] = self.address
-        if self.brokers:
-            out["brokers"] = list(self.brokers)
-        if self.detail:
-            out["detail"] = self.detail
-        return json.dumps(out).encode()
+        plain = to_plain(self)
+        for name in _SAID_WHEN_SET:
+            if not plain[name]:
+                del plain[name]
+        return json.dumps(plain).encode()
 
     @classmethod
     def from_json(cls, payload: bytes | str) -> FindingRecord:
-        data = json.loads(payload)
-        queue = data.get("queue")
-        return cls(data["status"], data["kind"], data["group"], data["system"], data.get("topic"),
-                   None if queue is None else (queue[0], queue[1]), tuple(data["clients"]),
-                   data["since"], data["at"], data.get("address"),
-                   tuple(data.get("brokers") or ()), data.get("detail"),
-                   data.get("cluster", DEFAULT_CLUSTER))
+        return from_plain(cls, json.loads(payload))
+
+
+_SAID_WHEN_SET = ("address", "brokers", "detail")
 
 
 @dataclass(frozen=True)
@@ -199,11 +214,11 @@ class GroupMetrics:
         return self.group_type in ("consumer", "share")
 
     def to_json(self) -> bytes:
-        return json.dumps(self.__dict__).encode()
+        return json.dumps(to_plain(self)).encode()
 
     @classmethod
     def from_json(cls, payload: bytes | str) -> GroupMetrics:
-        return cls(**json.loads(payload))
+        return from_plain(cls, json.loads(payload))
 
 
 MemberRef = tuple[str, str]           # (client_id, address or ""): one process of the group
@@ -243,16 +258,11 @@ class MemberDetail:
 
 
 @dataclass(frozen=True)
-class OpenFinding:
-    """A finding open now, since event time `since`; the subject is its identity's fields."""
+class OpenFinding(Identified):
+    """A finding open now, since event time `since`."""
 
-    kind: str
+    identity: FindingIdentity
     since: int
-    topic: str | None = None
-    queue: Queue2 | None = None
-    clients: tuple[str, ...] = ()
-    address: str | None = None
-    brokers: tuple[str, ...] = ()
     detail: Mapping[str, JsonValue] | None = None
 
 
@@ -275,43 +285,11 @@ class GroupDetail:
         return GroupKey(self.system, self.group, self.cluster)
 
     def to_json(self) -> bytes:
-        return json.dumps({
-            "system": self.system, "group": self.group, "cluster": self.cluster,
-            "queues": [[q.topic, q.broker, q.queue_id, q.in_route, q.reported, q.rerun, q.target]
-                       for q in self.queues],
-            "members": [m.__dict__ for m in self.members],
-            "findings": [f.__dict__ for f in self.findings]},
-            separators=(",", ":"), ensure_ascii=False).encode()
+        return json.dumps(to_plain(self), separators=(",", ":"), ensure_ascii=False).encode()
 
     @classmethod
     def from_json(cls, payload: bytes | str) -> GroupDetail:
-        data = json.loads(payload)
-        queues = tuple(QueueOwners(topic, broker, queue_id, in_route, _refs(reported),
-                                   _refs(rerun), _refs(target))
-                       for topic, broker, queue_id, in_route, reported, rerun, target
-                       in data["queues"])
-        members = tuple(MemberDetail(
-            m["client_id"], m["address"], tuple(m["topics"]), m["strategy"], m["model"],
-            m["shared"], _tuple(m["view_clients"]),
-            None if m["view_queues"] is None else
-            {t: tuple(map(tuple, q)) for t, q in m["view_queues"].items()},
-            None if m["owned"] is None else tuple(map(tuple, m["owned"])), tuple(m["brokers"]))
-            for m in data["members"])
-        findings = tuple(OpenFinding(
-            f["kind"], f["since"], f["topic"], _tuple(f["queue"]), tuple(f["clients"]),
-            f["address"], tuple(f["brokers"]), f["detail"]) for f in data["findings"])
-        return cls(data["system"], data["group"], queues, members, findings, data["cluster"])
-
-
-def _refs(rows: Iterable[Sequence[str]]) -> tuple[MemberRef, ...]:
-    return tuple((client_id, address) for client_id, address in rows)
-
-
-_T = TypeVar("_T")
-
-
-def _tuple(value: Iterable[_T] | None) -> tuple[_T, ...] | None:
-    return None if value is None else tuple(value)
+        return from_plain(cls, json.loads(payload))
 
 
 @dataclass(frozen=True)
@@ -328,11 +306,11 @@ class ShardCounts:
     resets: Mapping[str, int] = field(default_factory=dict)     # ResetCause -> states reset
 
     def to_json(self) -> bytes:
-        return json.dumps(self.__dict__).encode()
+        return json.dumps(to_plain(self)).encode()
 
     @classmethod
     def from_json(cls, payload: bytes | str) -> ShardCounts:
-        return cls(**json.loads(payload))
+        return from_plain(cls, json.loads(payload))
 
 
 @dataclass(frozen=True)
@@ -348,3 +326,89 @@ class StepOutput:
     # The group's detail, when something it shows changed in this step (else None: the one
     # emitted last still holds); None when gone.
     detail: GroupDetail | None = None
+
+
+# One mechanism between the contract's types and JSON, driven by their declarations: a
+# dataclass is an object of its fields (an embedded FindingIdentity's fields in its place),
+# tuples are arrays, mappings objects; reading back follows each field's type annotation.
+
+_C = TypeVar("_C")
+
+
+def to_plain(value: object) -> JsonValue:
+    """The value as JSON data."""
+    if is_dataclass(value) and not isinstance(value, type):
+        if _is_flat(type(value)):
+            return dict(value.__dict__)
+        out: JsonObject = {}
+        for each in fields(value):
+            item = getattr(value, each.name)
+            if isinstance(item, FindingIdentity):
+                out.update({name: to_plain(part) for name, part in item._asdict().items()})
+            else:
+                out[each.name] = to_plain(item)
+        return out
+    if isinstance(value, tuple | list):
+        return [to_plain(item) for item in value]
+    if isinstance(value, Mapping):
+        return {key: to_plain(item) for key, item in value.items()}
+    return value
+
+
+def from_plain(kind: type[_C], data: JsonValue) -> _C:
+    """A value of a contract type from JSON data that `to_plain` wrote (a field the data lacks
+    takes its default)."""
+    return _read(kind, data)  # type: ignore[no-any-return]  # _read follows the annotations
+
+
+def _read(kind: Any, data: JsonValue) -> Any:
+    if kind is FindingIdentity:
+        return FindingIdentity(**{name: _read(hint, data[name])
+                                  for name, hint in _hints(FindingIdentity).items()
+                                  if name in data})
+    if isinstance(kind, type) and is_dataclass(kind):
+        if _is_flat(kind):
+            return kind(**data)
+        hints = _hints(kind)
+        values = {each.name: (_read(FindingIdentity, data)
+                              if hints[each.name] is FindingIdentity
+                              else _read(hints[each.name], data[each.name]))
+                  for each in fields(kind)
+                  if hints[each.name] is FindingIdentity or each.name in data}
+        return kind(**values)
+    origin, args = get_origin(kind), get_args(kind)
+    if origin in (Union, UnionType):
+        if data is None:
+            return None
+        return _read(next(arg for arg in args if arg is not type(None)), data)
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_read(args[0], item) for item in data)
+        return tuple(_read(arg, item) for arg, item in zip(args, data, strict=True))
+    if origin in (dict, Mapping):
+        return {key: _read(args[1], item) for key, item in data.items()}
+    return data
+
+
+@cache
+def _hints(kind: type) -> dict[str, Any]:
+    return get_type_hints(kind)
+
+
+_NATIVE = (str, int, float, bool, type(None), Any)
+
+
+@cache
+def _is_flat(kind: type) -> bool:
+    """Every field of the dataclass is JSON as it stands (scalars, and mappings of scalars):
+    its fields are its JSON object, both ways, with nothing to convert."""
+    return all(_native(hint) for hint in _hints(kind).values())
+
+
+def _native(hint: Any) -> bool:
+    origin, args = get_origin(hint), get_args(hint)
+    if origin in (Union, UnionType):
+        return all(_native(arg) for arg in args)
+    if origin in (dict, Mapping):
+        return args[0] is str and _native(args[1]) and get_origin(args[1]) is None
+    return hint in _NATIVE or origin is Literal

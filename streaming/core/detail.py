@@ -43,9 +43,7 @@ def group_detail(state: GroupState, open_since: Mapping[FindingIdentity, int],
     members = state.live_members()
     details = details or {}
     findings = tuple(
-        OpenFinding(identity.kind, since, identity.topic, identity.queue, tuple(identity.clients),
-                    identity.address, tuple(identity.brokers), dict(details.get(identity) or {})
-                    or None)
+        OpenFinding(identity, since, dict(details.get(identity) or {}) or None)
         for identity, since in sorted(open_since.items(), key=lambda item: repr(item[0])))
     return GroupDetail(state.system, state.group, _queues(state, members),
                        tuple(_member(m) for m in members), findings)

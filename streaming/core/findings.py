@@ -22,11 +22,12 @@ import math
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import get_args
+from typing import Any, get_args
 
 from streaming.core.contract import (
     FindingIdentity,
     FindingKind,
+    Identified,
     JsonValue,
     Queue2,
 )
@@ -45,19 +46,18 @@ CONFLICT_KINDS: tuple[FindingKind, ...] = ("double_assignment", "orphaned_queue"
 
 
 @dataclass(frozen=True)
-class Finding:
-    kind: FindingKind
-    topic: str | None = None
-    queue: Queue2 | None = None
-    clients: tuple[str, ...] = ()
-    address: str | None = None
-    brokers: tuple[str, ...] = ()
+class Finding(Identified):
+    """One finding of the group as it stands: its identity, and what it says beyond it."""
+
+    identity: FindingIdentity
     detail: dict[str, JsonValue] = field(default_factory=dict, compare=False, hash=False)
 
-    @property
-    def identity(self) -> FindingIdentity:
-        return FindingIdentity(self.kind, self.topic, self.queue, self.clients, self.address,
-                               self.brokers)
+
+def finding(kind: FindingKind, *subject: Any, detail: dict[str, JsonValue] | None = None,
+            **named: Any) -> Finding:
+    """A Finding of `kind` whose identity's other fields are `subject` and `named` (as
+    FindingIdentity declares them)."""
+    return Finding(FindingIdentity(kind, *subject, **named), detail or {})
 
 
 @dataclass
@@ -162,9 +162,9 @@ def _queue_findings(contested: TopicQueues, active: list[Member], claims: Claims
         for queue in queues:
             holders = held.get(queue)
             if not holders:
-                found.append(Finding("orphaned_queue", topic, queue))
+                found.append(finding("orphaned_queue", topic, queue))
             elif len(holders) > 1 and exclusive:
-                found.append(Finding("double_assignment", topic, queue,
+                found.append(finding("double_assignment", topic, queue,
                                      tuple(sorted(m.client_id for m in holders)),
                                      detail={"addresses": sorted(m.address for m in holders)}))
     return found
@@ -181,10 +181,10 @@ def _skew(route: TopicQueues, active: list[Member],
     found = []
     if ratio > 1.0:
         busiest = sorted({m.client_id for m in active if loads[m.key] == peak})
-        found.append(Finding("skew", detail={"skew_ratio": ratio, "ideal": ideal,
+        found.append(finding("skew", detail={"skew_ratio": ratio, "ideal": ideal,
                                              "max_load": peak, "busiest": busiest}))
     if peak >= 2:
-        found += [Finding("idle_client", clients=(m.client_id,), address=m.address)
+        found += [finding("idle_client", clients=(m.client_id,), address=m.address)
                   for m in active if loads[m.key] == 0]
     return ratio, found
 
@@ -221,7 +221,7 @@ def _handoffs(active: list[Member]) -> list[Finding]:
         target = set(protocol.target)
         lag = protocol.epoch_lag
         if owned != target or lag:
-            found.append(Finding("handoff_pending", clients=(member.client_id,),
+            found.append(finding("handoff_pending", clients=(member.client_id,),
                                  address=member.address,
                                  detail={"to_revoke": len(owned - target),
                                          "to_receive": len(target - owned), "epoch_lag": lag,
@@ -236,7 +236,7 @@ def _target_findings(route: TopicQueues,
     targeted = [m for m in active if m.protocol is not None and m.protocol.target is not None]
     # mypy does not carry that filter over to the uses of m.protocol.target below.
     planned = {(t, q) for m in targeted for t, _, q in m.protocol.target}  # type: ignore[union-attr]
-    unassigned = [Finding("target_unassigned", topic, queue) for topic, queues in route.items()
+    unassigned = [finding("target_unassigned", topic, queue) for topic, queues in route.items()
                   for queue in queues if (topic, queue[1]) not in planned]
     total = sum(len(q) for q in route.values())
     if not total or not targeted:
@@ -250,7 +250,7 @@ def _target_findings(route: TopicQueues,
     if ratio <= 1.0:
         return unassigned, ratio, []
     busiest = sorted(c for c, load in loads.items() if load == peak)
-    return unassigned, ratio, [Finding("target_skew", detail={
+    return unassigned, ratio, [finding("target_skew", detail={
         "skew_ratio": ratio, "ideal": ideal, "max_load": peak, "busiest": busiest})]
 
 
@@ -262,7 +262,7 @@ def _inconsistency(kind: FindingKind, active: list[Member],
         return []
     usual = min(votes, key=lambda value: (-votes[value], repr(value)))
     odd = [m for m in active if facet(m) != usual]
-    return [Finding(kind, clients=tuple(sorted(m.client_id for m in odd)),
+    return [finding(kind, clients=tuple(sorted(m.client_id for m in odd)),
                     detail={"usual": repr(usual) if kind != "subscription_inconsistent"
                             else list(usual)})]
 
@@ -271,7 +271,7 @@ def _collisions(state: GroupState) -> list[Finding]:
     addresses: dict[str, list[str]] = {}
     for client_id, address in sorted(state.members):
         addresses.setdefault(client_id, []).append(address)
-    return [Finding("client_id_collision", clients=(cid,), detail={"addresses": found})
+    return [finding("client_id_collision", clients=(cid,), detail={"addresses": found})
             for cid, found in addresses.items() if len(found) > 1]
 
 
@@ -286,7 +286,7 @@ def _view_divergence(state: GroupState, active: list[Member]) -> list[Finding]:
             if topic in member.topics and queues != consensus_queues(state, topic):
                 parts.append(topic)
         if parts:
-            found.append(Finding("view_divergent", clients=(member.client_id,),
+            found.append(finding("view_divergent", clients=(member.client_id,),
                                  address=member.address, detail={"differs": parts}))
     return found
 
@@ -304,7 +304,7 @@ def _broker_divergence(state: GroupState) -> list[Finding]:
     if len(lists) < 2 or len({frozenset(s) for s in lists.values()}) < 2:
         return []
     union = set().union(*lists.values())
-    return [Finding("broker_view_divergent", brokers=(broker,),
+    return [finding("broker_view_divergent", brokers=(broker,),
                     clients=tuple(sorted(k[0] for k in union - held)))
             for broker, held in sorted(lists.items()) if held != union]
 
@@ -326,7 +326,7 @@ def _broker_splits(state: GroupState, active: list[Member]) -> list[Finding]:
             owners = {b: sorted(views[b].get(queue, ())) for b in brokers}
             if len({tuple(o) for o in owners.values()}) > 1:
                 clients = tuple(sorted({c for o in owners.values() for c in o}))
-                found.append(Finding("broker_split_view", topic, queue, clients, brokers=brokers,
+                found.append(finding("broker_split_view", topic, queue, clients, brokers=brokers,
                                      detail={"owners": owners}))
     return found
 
@@ -358,7 +358,7 @@ def _broker_views(topic: str, subscribers: list[Member],
 def _holdings_pending(state: GroupState) -> list[Finding]:
     """Members whose reported holdings predate a route change of their topics: their claims on
     those topics are the re-run's until they report again (no conflict is raised from them)."""
-    return [Finding("holdings_pending", clients=(member.client_id,), address=member.address,
+    return [finding("holdings_pending", clients=(member.client_id,), address=member.address,
                     detail={"topics": list(behind)})
             for member in state.live_members()
             if (behind := holdings_behind(state, member))]
@@ -374,7 +374,7 @@ def _mismatches(state: GroupState) -> list[Finding]:
                     for b, q in share}
         owned = set(member.owned)
         if owned != computed:
-            found.append(Finding("allocation_mismatch", clients=(member.client_id,),
+            found.append(finding("allocation_mismatch", clients=(member.client_id,),
                                  address=member.address,
                                  detail={"missing": len(computed - owned),
                                          "extra": len(owned - computed)}))

@@ -7,9 +7,10 @@ is parsed then), with a small summary taken once on arrival: the open finding ki
 oldest `since`, which the group list sorts by. One entry per group the job has: the sink
 removes it with the group.
 
-    >>> from streaming.core.contract import GroupDetail, OpenFinding
+    >>> from streaming.core.contract import FindingIdentity, GroupDetail, OpenFinding
     >>> details = GroupDetails()
-    >>> details.put(GroupDetail("rocketmq", "g", (), (), (OpenFinding("skew", 5),)).to_json())
+    >>> empty = GroupDetail("rocketmq", "g", (), (), (OpenFinding(FindingIdentity("skew"), 5),))
+    >>> details.put(empty.to_json())
     >>> details.summary(GroupKey("rocketmq", "g"))
     DetailSummary(kinds=(('skew', 1),), since_ms=5)
     >>> details.remove(GroupKey("rocketmq", "g")); details.get(GroupKey("rocketmq", "g"))

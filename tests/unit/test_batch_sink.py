@@ -5,7 +5,13 @@ from confluent_kafka import KafkaError
 from pyspark.sql import Row
 
 from streaming.common.delivery import DeliveryStats, Outbox
-from streaming.core.contract import FindingRecord, GroupDetail, GroupKey, MemberDetail
+from streaming.core.contract import (
+    FindingIdentity,
+    FindingRecord,
+    GroupDetail,
+    GroupKey,
+    MemberDetail,
+)
 from streaming.exporter import SnapshotStore
 from streaming.spark.checkpoint_files import LocalTextFile
 from streaming.spark.sinks import BatchSink, JobCounters, counters_path
@@ -26,8 +32,8 @@ def row(kind, group="g", payload=b"", reason=None, system="rocketmq", cluster="d
 
 def batch(system="rocketmq"):
     metrics = group_metrics("g", system, members=2, event_time_ms=5000)
-    finding = FindingRecord("started", "double_assignment", "g", system, "T", ("b", 0),
-                            ("c1", "c2"), 4000, 5000)
+    finding = FindingRecord("started", FindingIdentity("double_assignment", "T", ("b", 0),
+                                                       ("c1", "c2")), "g", system, 4000, 5000)
     return [
         row("metrics", payload=metrics.to_json(), system=system),
         row("finding", payload=finding.to_json(), system=system),

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.core.contract import FindingRecord
+from streaming.core.contract import FindingIdentity, FindingRecord
 from streaming.demo import open_findings, render_table
 
 pytestmark = pytest.mark.unit
 
 
 def finding(status: str, kind: str, group: str = "g", queue=None, clients=("c1",)) -> FindingRecord:
-    return FindingRecord(status, kind, group, "rocketmq", "TopicX" if queue else None, queue,
-                         tuple(clients), since=1, at=2)
+    identity = FindingIdentity(kind, "TopicX" if queue else None, queue, tuple(clients))
+    return FindingRecord(status, identity, group, "rocketmq", since=1, at=2)
 
 
 def test_a_finding_is_open_when_its_latest_record_says_started():
