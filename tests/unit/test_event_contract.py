@@ -183,3 +183,28 @@ def test_the_step_property_tests_draw_every_field_the_job_reads():
     collect()
     read = {f.name for f in FIELDS if f.read and f.attr is not None}
     assert read - seen - NOT_DRAWN == set()
+
+
+@pytest.mark.parametrize("system", ["rocketmq", "kafka"])
+def test_every_fact_a_heartbeat_gives_its_member_survives_the_state_codec(system):
+    """A field that reaches a member but not the blob would be lost at the next step: each
+    heartbeat field's sample (with its companions) is set on a member, and the state read back
+    from its blob holds the same member facts."""
+    from streaming.core.state.codec import decode, encode
+    from streaming.core.state.group import GroupState, apply_event
+    from streaming.core.state.stored import Stored
+    from streaming.core.times import LONG_AGO
+
+    for f in FIELDS:
+        if "heartbeat" not in f.types or f.name in COMMON or not f.read:
+            continue
+        if f.extra.get("system", "rocketmq") != system:
+            continue
+        _, document = _with_field("heartbeat", f.name)
+        [event] = parse_event(document)
+        state = GroupState("g", system, 120_000)
+        apply_event(state, event)
+        blob = encode(Stored(state, [], LONG_AGO, {}, LONG_AGO))
+        [member] = decode(blob).settled.members.values()
+        [original] = state.members.values()
+        assert (member.inputs(), member.address) == (original.inputs(), original.address), f.name
