@@ -1,5 +1,6 @@
-"""`rebalance-monitor demo` (the README's first command) as a user runs it: a real process with
-the embedded broker, the simulated fleet, local Spark and /metrics."""
+"""`rebalance-monitor demo` (the README's first command, `make demo`) as a user runs it: a real
+process with its Apache Kafka broker (the embedded one where the jars are not fetched), the
+simulated fleet, local Spark and /metrics, its output read from a pipe, not a terminal."""
 
 import os
 import re

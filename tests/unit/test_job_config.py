@@ -1,7 +1,7 @@
 """The job's command-line options: defaults an operator relies on, and rejected values.
 
 Each option is declared once (a JobConfig field); these tests hold the flags, variables, help
-lines and validation generated from those declarations to what README.md and docs/ promise.
+lines and validation generated from those declarations to what docs/ promise.
 """
 
 from __future__ import annotations
@@ -203,16 +203,15 @@ def test_flags_and_defaults_are_the_documented_ones():
 
 def test_every_flag_the_docs_name_for_run_is_an_option():
     flags = {flag_of(each) for each, _ in options()}
-    readme_table = re.findall(r"^\| `(--[a-z-]+)", (ROOT / "README.md").read_text(), re.M)
-    readme_table += re.findall(r"`(--[a-z-]+)`", "".join(
-        re.findall(r"^\| `--.*", (ROOT / "README.md").read_text(), re.M)))
+    operating = (ROOT / "docs" / "operating.md").read_text()
+    option_table = re.findall(r"^\| `(--[a-z-]+)", operating, re.M)
+    option_table += re.findall(r"`(--[a-z-]+)`", "".join(re.findall(r"^\| `--.*", operating, re.M)))
     deploy = (ROOT / "docs" / "deploy.md").read_text()
     job_arguments = deploy[deploy.index("The job's own arguments"):deploy.index("## 2.")]
-    documented = set(readme_table) | set(re.findall(r"`(--[a-z-]+)`", job_arguments))
+    documented = set(option_table) | set(re.findall(r"`(--[a-z-]+)`", job_arguments))
     assert len(documented) >= 15
     assert documented <= flags
-    readme = (ROOT / "README.md").read_text()
-    assert "REBALANCE_MONITOR_BOOTSTRAP_SERVERS" in readme
+    assert "REBALANCE_MONITOR_BOOTSTRAP_SERVERS" in operating
     assert env_of(field_named("bootstrap_servers")) == "REBALANCE_MONITOR_BOOTSTRAP_SERVERS"
 
 
