@@ -20,7 +20,8 @@ from streaming.common.options import OneLineParser
 SUBCOMMANDS = {
     "allocate": ("streaming.allocate_cli", "preview an allocation, or run conformance cases"),
     "run": ("streaming.spark.job", "run the streaming job"),
-    "demo": ("streaming.demo", "embedded broker + scenario + job + /metrics on one machine"),
+    "demo": ("streaming.demo",
+             "Apache Kafka + simulated RocketMQ fleet + the job + /metrics on one machine"),
     "simulate": ("producers.simulator.cli", "RocketMQ fleet simulator with ground truth"),
     "observe-kafka": ("producers.kafka.cli", "emit events for a Kafka cluster's groups"),
     "observe-rocketmq": ("producers.rocketmq.cli",

@@ -1,11 +1,13 @@
 """`rebalance-monitor demo`: the whole monitor on one machine, in one command.
 
-Starts a real Apache Kafka broker from the jar cache (`make jars`; the embedded broker where the
-jars are not fetched) or uses --bootstrap-servers, a simulated RocketMQ fleet playing
-named scenarios in real time, the streaming job (local Spark) with its /metrics endpoint and
-group pages (/groups), and shows a live table of groups and findings until Ctrl-C, SIGTERM or
---duration-seconds; then the final state: the groups and the findings still open when the fleet
-stopped.
+Starts a real Apache Kafka broker (one KRaft node on 127.0.0.1, from the jar cache that `make
+jars` fills) or uses --bootstrap-servers, a simulated RocketMQ fleet playing named scenarios in
+real time, and the streaming job (local Spark, reading with Spark's own Kafka source: the parts an
+operator deploys) with its /metrics endpoint and group pages (/groups). Where the jars cannot be
+fetched it says so and falls back to the embedded broker (tansu) and the project's own reader.
+It shows a live table of groups and findings until Ctrl-C, SIGTERM or --duration-seconds (on a
+terminal, redrawn every --refresh-seconds; elsewhere, printed again only when it changed); then
+the final state: the groups and the findings still open when the fleet stopped.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from streaming.common import option_values as values
@@ -30,6 +33,9 @@ DEFAULT_SCENARIOS = "client-id-collision,multi-topic-skew,broker-crash,lost-noti
 CONFLICT_SCENARIOS = {"broker-crash", "lost-notification", "network-partition", "strategy-change",
                       "client-id-collision", "subscription-mismatch"}
 FINDINGS_KEPT = 200  # finding records a SnapshotStore keeps
+CLEAR_SCREEN = "\033[2J\033[H"
+# `rebalance-monitor demo --help`: what it runs, from the module's docstring.
+DESCRIPTION = " ".join(__doc__.split("\n\n", 1)[1].split())
 
 
 def _scenarios(text: str) -> str:
@@ -69,6 +75,7 @@ class DemoOptions:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = DESCRIPTION
     add_options(parser, DemoOptions)
 
 
@@ -230,16 +237,37 @@ def _play_scenario(bootstrap: str, args, name: str, stop: threading.Event) -> No
 def _show_until_done(monitor, args: DemoOptions) -> None:
     deadline = (None if args.duration_seconds is None
                 else time.monotonic() + args.duration_seconds)
-    interactive = sys.stdout.isatty()
+    view = LiveView(interactive=sys.stdout.isatty())
     while deadline is None or time.monotonic() < deadline:
         query = monitor.query
         if query.exception() is not None:
             raise RuntimeError(f"streaming query failed: {query.exception()}")
-        text = render_table(monitor.store.groups(), monitor.store.recent_findings(10))
-        print(("\033[2J\033[H" if interactive else "") + text, flush=True)
+        text = view.refresh(monitor.store.groups(), monitor.store.recent_findings(10))
+        if text is not None:
+            print(text, flush=True)
         # Not stop.wait: a Ctrl-C landing inside Event.wait can leave its lock held, and the
         # shutdown's stop.set() would then hang.
         time.sleep(args.refresh_seconds)
+
+
+class LiveView:
+    """What each refresh of the live table prints. On a terminal: the whole table, redrawn in
+    place, every refresh. Elsewhere (a pipe, a log file, CI), where nothing is redrawn: the table
+    only when it differs, its clock line aside, from the one printed last (None: print nothing),
+    after a blank line; the final state is printed at the end either way."""
+
+    def __init__(self, interactive: bool,
+                 clock: Callable[[], str] = lambda: time.strftime("%H:%M:%S")) -> None:
+        self.interactive = interactive
+        self.clock = clock
+        self.shown: str | None = None   # the table printed last, without its clock line
+
+    def refresh(self, groups: list[GroupMetrics], findings: list[FindingRecord]) -> str | None:
+        table = _table(groups, findings, "latest findings:")
+        if not self.interactive and table == self.shown:
+            return None
+        self.shown = table
+        return (CLEAR_SCREEN if self.interactive else "\n") + _stamped(table, self.clock())
 
 
 def _wait_for_last_batch(query, broker, quiet_s: float = 2.0, timeout_s: float = 10.0) -> None:
@@ -278,9 +306,17 @@ def render_table(groups: list[GroupMetrics], findings: list[FindingRecord],
                  title: str = "latest findings:") -> str:
     """The live view: one line per group, then findings (by default the latest that started or
     ended)."""
+    return _stamped(_table(groups, findings, title), time.strftime("%H:%M:%S"))
+
+
+def _stamped(table: str, clock: str) -> str:
+    return f"{clock}  rebalance-monitor demo\n\n{table}"
+
+
+def _table(groups: list[GroupMetrics], findings: list[FindingRecord], title: str) -> str:
     header = f"{'group':<22} {'sys':<8} {'members':>7} {'queues':>6} {'double':>6} {'orphan':>6} " \
              f"{'skew':>5} {'idle':>4} {'rebal':>5}  flags"
-    lines = [time.strftime("%H:%M:%S") + "  rebalance-monitor demo", "", header, "-" * len(header)]
+    lines = [header, "-" * len(header)]
     for group in groups:
         flags = [name for value, name in ((group.subscription_inconsistent, "SUBSCRIPTION"),
                                           (group.strategy_inconsistent, "STRATEGY"),
