@@ -239,6 +239,8 @@ class PrometheusHarness:
 # The group dashboard's row of panels for groups the broker assigns: a group of another kind has
 # no data there, so those panels are checked against a KIP-848 group (test_kafka_groups.py).
 KAFKA_ROW = "Kafka: groups the broker assigns (KIP-848, share)"
+# The producers' own health: the harness scrapes the job alone, no producer.
+PRODUCERS_ROW = "Producers: the observers' own health"
 
 
 def dashboard_panels(path: Path, rows: Callable[[str | None], bool] = lambda row: True
