@@ -62,7 +62,7 @@ class DemoOptions:
     speed: float = option("simulated seconds per wall second", _seconds, default=2.0,
                           metavar="N")
     bootstrap_servers: str | None = option(
-        "use this Kafka instead of starting a broker", values.not_empty, default=None,
+        "use this Kafka instead of starting a broker", values.host_ports(), default=None,
         metavar="HOST:PORT[,...]", shown_default="a broker of its own")
     topic: str = option("the events topic", values.not_empty, default="rebalance.events",
                         metavar="TOPIC")

@@ -59,10 +59,10 @@ def _kafka_option(help: str, flag: str) -> Any:
 @dataclass(frozen=True)
 class ObserveKafkaOptions:
     bootstrap_servers: str = option(
-        "the cluster whose groups are observed", values.not_empty, required=True,
+        "the cluster whose groups are observed", values.host_ports(), required=True,
         metavar="HOST:PORT[,...]", fallback_env=("KAFKA_BOOTSTRAP_SERVERS",))
     events_bootstrap_servers: str | None = option(
-        "where to publish events", values.not_empty, default=None, metavar="HOST:PORT[,...]",
+        "where to publish events", values.host_ports(), default=None, metavar="HOST:PORT[,...]",
         shown_default="--bootstrap-servers")
     kafka_options: KafkaClientOptions = _kafka_option(
         "a Kafka client setting, librdkafka's name, e.g. security.protocol=SASL_SSL "
@@ -86,7 +86,7 @@ class ObserveKafkaOptions:
                                default="0.0.0.0", metavar="HOST")
     cluster: str | None = option(
         "the observed cluster's name in the events; the job shows a cluster that goes silent "
-        "and keeps its groups stale", values.not_empty, default=None, metavar="NAME",
+        "and keeps its groups stale", values.name, default=None, metavar="NAME",
         shown_default="observe-kafka@ the first --bootstrap-servers address")
 
     def check_options(self) -> None:

@@ -66,7 +66,7 @@ class ObserveRocketMQOptions:
         values.host_ports(default_port=8080, separators=";"), default=None,
         metavar="HOST[:PORT][;...]", shown_default="none")
     bootstrap_servers: str | None = option(
-        "Kafka of the events topic; not needed with --stdout", values.not_empty, default=None,
+        "Kafka of the events topic; not needed with --stdout", values.host_ports(), default=None,
         metavar="HOST:PORT[,...]", shown_default="none",
         fallback_env=("KAFKA_BOOTSTRAP_SERVERS",))
     topic: str = option("the events topic", values.not_empty, default="rebalance.events",
@@ -121,13 +121,16 @@ class ObserveRocketMQOptions:
         repeated=True, combine=parse_kafka_options, metavar="KEY=VALUE", shown_default="none")
     cluster: str | None = option(
         "the cluster's name in the events; the job shows a cluster that goes silent and "
-        "keeps its groups stale", values.not_empty, default=None, metavar="NAME",
+        "keeps its groups stale", values.name, default=None, metavar="NAME",
         shown_default="observe-rocketmq@ the first --namesrv address")
 
     def check_options(self) -> None:
         if not self.stdout and not self.bootstrap_servers:
             raise OptionError("--bootstrap-servers (or REBALANCE_MONITOR_BOOTSTRAP_SERVERS or "
                               "KAFKA_BOOTSTRAP_SERVERS) is required without --stdout")
+        if (self.access_key is None) != (self.secret_key is None):
+            raise OptionError("--access-key and --secret-key go together (RocketMQ's ACL signs "
+                              "with both)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -42,8 +42,8 @@ from streaming.common.delivery import RETRIABLE, DeliveryStats, count_unflushed
 from streaming.common.delivery_metrics import DeliveryCollector
 from streaming.common.faults import Backoff, StateLog, cause_of, error_cause
 from streaming.common.kafka_options import KafkaClientOptions, parse_kafka_options
+from streaming.common.options import OptionError, option, switch
 from streaming.common.options import add_arguments as add_options
-from streaming.common.options import option, switch
 from streaming.core.switches import parse_bool
 
 log = logging.getLogger("rebalance_monitor.simulate")
@@ -56,7 +56,7 @@ STEADY = "steady scenario"
 @dataclass(frozen=True)
 class SimulateOptions:
     bootstrap_servers: str | None = option(
-        "Kafka bootstrap servers", values.not_empty, default=None, metavar="HOST:PORT[,...]",
+        "Kafka bootstrap servers", values.host_ports(), default=None, metavar="HOST:PORT[,...]",
         shown_default="none", fallback_env=("KAFKA_BOOTSTRAP_SERVERS",))
     topic: str = option("events topic", values.not_empty, default="rebalance.events",
                         metavar="TOPIC")
@@ -79,17 +79,22 @@ class SimulateOptions:
     notification_loss: float = option(
         "probability that a broker notification is lost", values.number(minimum=0, maximum=1),
         default=0.0, metavar="P")
-    groups: int = option("groups", _positive, default=100, metavar="N", group=STEADY)
-    clients: int = option("clients per group", _positive, default=4, metavar="N", group=STEADY)
-    topics: int = option("topics per group", _positive, default=2, metavar="N", group=STEADY)
-    queues: int = option("queues per topic", _positive, default=8, metavar="N", group=STEADY)
-    brokers: int = option("brokers", _positive, default=2, metavar="N", group=STEADY)
+    groups: int = option("groups", values.whole(1, 1_000_000), default=100, metavar="N",
+                         group=STEADY)
+    clients: int = option("clients per group", values.whole(1, 10_000), default=4, metavar="N",
+                          group=STEADY)
+    topics: int = option("topics per group", values.whole(1, 1_000), default=2, metavar="N",
+                         group=STEADY)
+    queues: int = option("queues per topic", values.whole(1, 65_536), default=8, metavar="N",
+                         group=STEADY)
+    brokers: int = option("brokers", values.whole(1, 1_000), default=2, metavar="N",
+                          group=STEADY)
     rate: float | None = option("at most N events per wall-clock second",
                                 values.number(above=0), default=None, metavar="N",
                                 shown_default="unpaced")
     cluster: str | None = option(
         "the simulated cluster's name in every event (docs/events.md, cluster); none: the job "
-        "reads it as \"default\"", values.not_empty, default=None, metavar="NAME",
+        "reads it as \"default\"", values.name, default=None, metavar="NAME",
         shown_default="none")
     print_ground_truth: bool = switch(
         "after the events, print the findings a correct monitor must report, one JSON object "
@@ -111,6 +116,16 @@ class SimulateOptions:
         metavar="PORT", shown_default="off")
     metrics_host: str = option("address of --metrics-port", values.not_empty,
                                default="0.0.0.0", metavar="HOST")
+
+    def check_options(self) -> None:
+        if self.groups * self.clients > MAX_MEMBERS:
+            raise OptionError(f"--groups x --clients is {self.groups * self.clients:,} members; "
+                              f"one simulator holds at most {MAX_MEMBERS:,}")
+
+
+# A million-member fleet (10,000 x 100) with room to spare; beyond it one process runs out of
+# memory before it writes an event.
+MAX_MEMBERS = 10_000_000
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

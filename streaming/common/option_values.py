@@ -144,7 +144,8 @@ def absolute_url(text: str) -> str:
     url = str(text).strip()
     try:
         parts = urllib.parse.urlsplit(url) if _URL_CHARACTERS.fullmatch(url) else None
-    except ValueError:                  # a bracketed host that is no IPv6 address
+        _ = parts and parts.port        # urlsplit reads a port only when asked
+    except ValueError:                  # a bracketed host that is no IPv6 address, a bad port
         parts = None
     if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
         raise argparse.ArgumentTypeError(
@@ -165,3 +166,16 @@ def names(text: str) -> str:
     if not items or not all(items):
         raise argparse.ArgumentTypeError(f"expected NAME[,NAME...], got {text!r}")
     return ",".join(items)
+
+
+_CONTROL_CHARACTER = re.compile("[\x00-\x1f\x7f]")
+
+
+def name(text: str) -> str:
+    """A name an event carries (a cluster): non-empty, no control character, as the event
+    contract's names (docs/events.md)."""
+    value = str(text)
+    if not value.strip() or _CONTROL_CHARACTER.search(value):
+        raise argparse.ArgumentTypeError(
+            f"expected a non-empty name without control characters, got {text!r}")
+    return value

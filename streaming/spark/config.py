@@ -51,7 +51,7 @@ KAFKA, DETECTION, STATE, METRICS, SPARK = (
 class JobConfig:
     bootstrap_servers: str = option(
         "Kafka bootstrap servers of the events topic, e.g. HOST:9092,HOST2:9092",
-        _not_empty, required=True, metavar="HOST:PORT[,...]", group=KAFKA)
+        values.host_ports(), required=True, metavar="HOST:PORT[,...]", group=KAFKA)
     topic: str = option("the events topic", _not_empty, default="rebalance.events",
                         metavar="TOPIC", group=KAFKA)
     source: str = option(
@@ -165,6 +165,11 @@ class JobConfig:
                 self.kafka_options.for_java()
             except ValueError as error:
                 raise OptionError(f"--kafka-option: {error}") from None
+        shortest = min(self.session_timeout_ms, self.kafka_session_timeout_ms)
+        if self.cluster_silence_ms > shortest:
+            raise OptionError(
+                f"--cluster-silence-ms {self.cluster_silence_ms} must not exceed the session "
+                f"timeouts ({shortest} ms): a silent cluster's members would expire first")
         if self.exact and self.state_shards is not None:
             raise OptionError("--exact keeps one group per state shard: leave --state-shards "
                               "unset")

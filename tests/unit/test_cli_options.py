@@ -27,6 +27,7 @@ BAD_VALUES = {
     "pattern": ["[", "(?P<"],
     "key_value": ["novalue", "=x"],
     "names": ["", "a,,b"],
+    "name": ["", " ", "bad\x07name"],
     "absolute_url": ["", "docs/metrics.md", "ftp://host/m.md", "https://", "https://host/m.md#x",
                      "https://host/a b", "https://[host/m.md"],
     "readable_file": ["", "/no/such/rules.yml"],
@@ -182,12 +183,17 @@ def declared_options(command: str):
     return subparser(command).get_default("_option_classes").items()
 
 
+# Options that go in pairs (check_options refuses one alone): the other, given with it.
+COMPANIONS = {("observe-rocketmq", "--access-key"): ["--secret-key", "s"],
+              ("observe-rocketmq", "--secret-key"): ["--access-key", "a"]}
+
+
 def parsed(command: str, *argv: str, dropped: str | None = None) -> argparse.Namespace:
     required = REQUIRED.get(command, [])
     if dropped in required:
         at = required.index(dropped)
         required = required[:at] + required[at + 2:]
-    full = [command, *required, *argv]
+    full = [command, *required, *COMPANIONS.get((command, dropped), []), *argv]
     return cli.build_parser(full).parse_args(full)
 
 

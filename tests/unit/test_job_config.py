@@ -83,7 +83,7 @@ GOOD = {
     "state_store": ("hdfs", "hdfs"),
     "max_event_bytes": ("50000", 50_000),
     "max_clock_skew_ms": ("60000", 60_000),
-    "cluster_silence_ms": ("90000", 90_000),
+    "cluster_silence_ms": ("40000", 40_000),
     "cluster_forget_ms": ("3600000", 3_600_000),
     "exact": ("on", True),
     "master": ("local[2]", "local[2]"),
@@ -91,7 +91,7 @@ GOOD = {
 
 # One refused text for every option that validates its text, and a word of the reason.
 BAD = {
-    "bootstrap_servers": (" ", "empty"),
+    "bootstrap_servers": (" ", "HOST:PORT"),
     "source": ("pulsar", "one of auto, kafka, embedded"),
     "starting_offsets": ("newest", "one of earliest, latest"),
     "max_offsets_per_trigger": ("0", "positive"),
@@ -328,7 +328,7 @@ def test_bootstrap_servers_are_required_from_the_flag_or_the_variable(capsys):
 
 def test_the_core_gets_the_fields_of_its_names():
     config = parse("--session-timeout-ms", "1", "--kafka-session-timeout-ms", "2",
-                   "--reorder-window-ms", "3")
+                   "--reorder-window-ms", "3", "--cluster-silence-ms", "1")
     assert config.step_config() == StepConfig(1, 2, 3)
 
 
@@ -393,3 +393,11 @@ def test_exact_is_read_from_the_variable_the_core_reads():
 def test_exact_keeps_one_group_per_shard_so_a_shard_count_is_refused(capsys):
     assert "--exact keeps one group per state shard" in refused(
         capsys, "--exact", "on", "--state-shards", "8")
+
+
+def test_a_cluster_silence_longer_than_a_session_timeout_is_refused(capsys):
+    """A silent cluster's members would expire before it counts as silent: an all-clear."""
+    with pytest.raises(SystemExit):
+        parse("--cluster-silence-ms", "50000")       # the Kafka session timeout is 45,000
+    assert "--cluster-silence-ms 50000 must not exceed" in capsys.readouterr().err
+    assert parse("--cluster-silence-ms", "45000").cluster_silence_ms == 45_000
