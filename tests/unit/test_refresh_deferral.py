@@ -36,10 +36,7 @@ def steady_group(draw, reordered: bool = True):
     nominal, raws, last_facts = T0, [], {}
     for _ in range(draw(st.integers(1, 60))):
         nominal += draw(st.sampled_from([0, 0, 5, 50, 100, 200, 400]))
-        # Reordered: mostly within the window (300 ms); now and then far behind it, as a
-        # producer's retry of an old event would be (merged, and counted late).
-        ts = nominal - (draw(st.sampled_from([0, 0, 0, 10, 120, 250, 2_500]))
-                        if reordered else 0)
+        ts = nominal - (draw(st.sampled_from([0, 0, 0, 10, 120, 250])) if reordered else 0)
         if last_facts and draw(st.integers(0, 9)) < 7:
             event = {**draw(st.sampled_from(sorted(last_facts.values(), key=str))), "ts": ts}
         else:
