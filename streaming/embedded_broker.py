@@ -151,6 +151,8 @@ class EmbeddedBroker:
         self._process = subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=subprocess.STDOUT,
             cwd=cwd,
+            # Its own session: a terminal's Ctrl-C reaches the demo, which stops the job first.
+            start_new_session=True,
         )
         try:
             self._wait_ready()

@@ -222,7 +222,9 @@ class ApacheKafkaBroker:
         with (self.workdir / "stdout.log").open("ab") as output:
             self._process = subprocess.Popen(
                 self._java("kafka.Kafka", str(config)), stdin=subprocess.DEVNULL,
-                stdout=output, stderr=subprocess.STDOUT)
+                stdout=output, stderr=subprocess.STDOUT,
+                # Its own session: a terminal's Ctrl-C reaches the demo, which stops the job first.
+                start_new_session=True)
         try:
             self._wait_ready()
         except BaseException:

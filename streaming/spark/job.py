@@ -20,6 +20,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from dataclasses import fields, replace
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -68,6 +69,14 @@ from streaming.spark.state_function import OUTPUT_SCHEMA, STATE_SCHEMA, make_sta
 log = logging.getLogger("rebalance_monitor.job")
 
 QUERY_NAME = "rebalance_monitor"
+# A stop (SIGTERM, SIGINT) waits this long for the micro-batch in flight, then abandons it: the
+# checkpoint's offset log has it, so the next run re-runs it. A batch stuck on an unreachable
+# broker would otherwise hold the stop for the Kafka client's own timeouts (a minute or more).
+QUERY_STOP_TIMEOUT_MS = 4_000
+# The whole stop, the query's included: past it the process exits at once (still with status 0).
+STOP_WITHIN_S = 8.0
+# What the findings producer may still deliver once the query has stopped.
+FLUSH_ON_STOP_S = 2.0
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
@@ -81,6 +90,7 @@ def build_session(config: JobConfig, master: str | None = None) -> SparkSession:
         # Not launched by spark-submit (which hands over its JVM and its --master): run locally.
         builder = builder.master("local[*]")
     builder = builder.config("spark.ui.showConsoleProgress", "false")
+    builder = builder.config("spark.sql.streaming.stopTimeout", str(QUERY_STOP_TIMEOUT_MS))
     # Loaded whatever the source: a later session of this JVM cannot add it to the driver.
     builder = builder.config(map=spark_kafka_conf())
     if config.shuffle_partitions is not None:
@@ -284,6 +294,8 @@ class Monitor:
             if self.query.isActive:
                 stopping.wait(1.0)
                 continue
+            if stopping.is_set():
+                return  # ended by the stop (the JVM got the signal too): not a failure
             error = self.query.exception()
             if error is None:
                 return  # stopped on purpose
@@ -300,14 +312,27 @@ class Monitor:
             started = time.monotonic()
 
     def stop(self) -> None:
+        """Stop in reverse order of start, each part bounded in time. The query first: its batch
+        in flight finishes within QUERY_STOP_TIMEOUT_MS or is abandoned. When the whole process
+        group got the signal, the JVM stops its SparkContext by itself: calls into it then fail,
+        which is expected and not reported."""
         if self.query is not None:
-            self.query.stop()
-            self.spark.streams.removeListener(self._listener)
-        self.source_probe.stop()
+            _quietly(self.query.stop)
+            _quietly(self.spark.streams.removeListener, self._listener)
+        self.source_probe.stop(timeout_s=1.0)
         if self._sink is not None:
-            self._sink.close()
+            self._sink.close(FLUSH_ON_STOP_S)
         self.prerender.stop()
         self.metrics.stop()
+
+
+def _quietly(call, *args) -> None:
+    """A call into Spark during the stop: a stopped SparkContext, a JVM already gone or a batch
+    that did not end in time is what a stop may meet, and none of them is news."""
+    try:
+        call(*args)
+    except Exception as error:  # noqa: BLE001 - Py4JError, Py4JJavaError, captured exceptions
+        log.debug("while stopping: %s", str(error).splitlines()[0] if str(error) else error)
 
 
 def _failure_cause(error) -> str:
@@ -320,25 +345,101 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     options.add_arguments(parser, JobConfig)
 
 
+class StopSignals:
+    """SIGTERM and SIGINT: the first logs one "stopping" line and sets `stopping`, and from then
+    the stop has STOP_WITHIN_S before the process exits regardless; a second one exits at once.
+    Exit status 0 either way: a stop asked for is not a failure."""
+
+    def __init__(self, stopping: threading.Event, within_s: float = STOP_WITHIN_S) -> None:
+        self.stopping = stopping
+        self._within_s = within_s
+
+    def install(self) -> StopSignals:
+        # Again after the SparkContext starts: pyspark replaces the SIGINT handler with its own,
+        # which cancels the running jobs (the batch in flight would fail with a stack trace).
+        for each in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(each, self._on_signal)
+        return self
+
+    def _on_signal(self, signum, _frame) -> None:
+        name = signal.Signals(signum).name
+        if self.stopping.is_set():
+            log.warning("%s again: stopping now", name)
+            _exit_now()
+        log.info("stopping (%s): finishing or abandoning the batch in flight", name)
+        _quiet_py4j()
+        self.stopping.set()
+        overdue = threading.Timer(self._within_s, self._overdue)
+        overdue.daemon = True
+        overdue.start()
+
+    def _overdue(self) -> None:
+        log.warning("the stop took more than %.0f s: exiting now", self._within_s)
+        _exit_now()
+
+
+class _NotPy4J(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.name.startswith("py4j") or "/py4j/" in record.pathname)
+
+
+def _quiet_py4j() -> None:
+    """From the stop on, py4j's reports of a connection the dying JVM closed (with their stack
+    traces, some on the root logger) are what a stop looks like, not news: drop them."""
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_NotPy4J())
+
+
+def _exit_now() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001, S110 - exiting anyway
+            pass
+    os._exit(0)
+
+
 def main(config: JobConfig) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    spark = build_session(config, config.master)
-    spark.sparkContext.setLogLevel("WARN")
-    monitor = Monitor(config, spark)
     stopping = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    signals = StopSignals(stopping).install()
     try:
-        monitor.start()
+        spark = build_session(config, config.master)
+        signals.install()
+        spark.sparkContext.setLogLevel("WARN")
+        monitor = Monitor(config, spark)
+    except Exception:
+        if _stopped_by_signal(stopping):
+            return 0    # signalled while the JVM started: it ended with the signal
+        raise
+    try:
+        if not stopping.is_set():
+            monitor.start()
     except CheckpointLayoutError as error:
         log.error("%s", error)
         return 2
+    except Exception:
+        if not _stopped_by_signal(stopping):
+            raise
     try:
-        monitor.run_until(stopping)
-    except KeyboardInterrupt:
-        pass
+        if monitor.query is not None:
+            monitor.run_until(stopping)
+    except Exception:
+        if not _stopped_by_signal(stopping):
+            raise
     finally:
         monitor.stop()
+        with warnings.catch_warnings():
+            # "Unable to cleanly shutdown Spark JVM process": the group's signal ended it first.
+            warnings.simplefilter("ignore")
+            _quietly(spark.stop)
     return 0
+
+
+def _stopped_by_signal(stopping: threading.Event) -> bool:
+    """Whether a failed call into Spark was the stop's doing: the process group's signal ends
+    the JVM too, and its calls can fail a moment before this process's handler has run."""
+    return stopping.wait(1.0)
 
 
 if __name__ == "__main__":  # spark-submit streaming/spark/job.py run ...

@@ -108,10 +108,10 @@ class BatchSink:
                 self._store.replace_group(GroupMetrics.from_json(frozen.shown))
         self._publish_health()
 
-    def close(self) -> None:
+    def close(self, timeout_s: float = 10.0) -> None:
         """Deliver what is still queued (bounded) and let go of the producer."""
         if self._outbox is not None:
-            self._outbox.close(10)
+            self._outbox.close(timeout_s)
             self._outbox = None
 
     def __call__(self, batch_df, batch_id: int) -> None:

@@ -65,10 +65,12 @@ class SourceProbe:
         self._thread.start()
         return self
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float | None = None) -> None:
+        """Ends the probing; waits up to `timeout_s` (default: one probe's timeout and a margin)
+        for a probe in flight. The thread is a daemon: one still waiting does not hold the exit."""
         self._stopping.set()
         if self._thread is not None:
-            self._thread.join(timeout=self._timeout_s + 2)
+            self._thread.join(timeout=self._timeout_s + 2 if timeout_s is None else timeout_s)
 
     def health(self) -> SourceHealth:
         with self._lock:

@@ -1,0 +1,72 @@
+"""SIGTERM to a real `rebalance-monitor run` process group stops it cleanly and promptly.
+
+The whole group gets the signal (the Python driver and its JVM), as `timeout`, a shell's job
+control or a container runtime send it: one "stopping" line, exit status 0 within 10 s and no
+traceback, whether the events broker answers or its address does not even resolve. And SIGTERM
+to the Python driver alone (its JVM gets none) while the broker cannot be reached.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tests.integration.job_process import SPARK_SUBMIT_ARGS, JobProcess, committed_batches
+
+pytestmark = [pytest.mark.integration]
+
+STOP_WITHIN_S = 10.0
+UNREACHABLE = "broker.invalid:9092"   # .invalid never resolves (RFC 2606)
+
+
+def stop_and_check(job: JobProcess, whole_group: bool = True) -> float:
+    started = time.monotonic()
+    try:
+        if whole_group:
+            status = job.kill(signal.SIGTERM, timeout=30)
+        else:   # the Python driver only: it has to end its JVM itself
+            job.process.send_signal(signal.SIGTERM)
+            status = job.process.wait(30)
+    except subprocess.TimeoutExpired:
+        status = None
+    took = time.monotonic() - started
+    output = job.log_path.read_text(errors="replace")
+    stopping = [line for line in output.splitlines() if "stopping" in line.lower()]
+    print(f"stopped in {took:.1f} s, status {status}, {output.count('Traceback')} tracebacks, "
+          f"{len(stopping)} stopping lines")
+    assert "Traceback" not in output, output[-5000:]
+    assert status == 0, f"exit status {status}:\n{job.log_tail()}"
+    assert took < STOP_WITHIN_S, f"took {took:.1f} s to stop:\n{job.log_tail()}"
+    assert len(stopping) == 1, f"stopping lines: {stopping}\n{job.log_tail()}"
+    return took
+
+
+def test_sigterm_to_the_group_with_the_broker_reachable(kafka_bootstrap, make_topic, tmp_path):
+    topic = make_topic()
+    job = JobProcess(kafka_bootstrap, topic, tmp_path / "checkpoint", tmp_path,
+                     findings_topic=f"{topic}.findings", dead_letter_topic=f"{topic}.dlq",
+                     env={"PYSPARK_SUBMIT_ARGS": SPARK_SUBMIT_ARGS}).start()
+    try:
+        job.first_scrape()
+        deadline = time.monotonic() + 90
+        while committed_batches(tmp_path / "checkpoint") < 1 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        stop_and_check(job)
+    finally:
+        job.kill()
+
+
+@pytest.mark.parametrize("whole_group", [True, False], ids=["group", "driver-only"])
+def test_sigterm_with_the_broker_unresolvable(tmp_path, whole_group):
+    job = JobProcess(UNREACHABLE, "rebalance.events", tmp_path / "checkpoint", tmp_path,
+                     findings_topic="rebalance.findings", dead_letter_topic="rebalance.dlq",
+                     env={"PYSPARK_SUBMIT_ARGS": SPARK_SUBMIT_ARGS}).start()
+    try:
+        job.first_scrape()
+        time.sleep(5)   # the query is started and its first batch waits for the broker
+        stop_and_check(job, whole_group)
+    finally:
+        job.kill()
