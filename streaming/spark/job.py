@@ -385,9 +385,17 @@ class _NotPy4J(logging.Filter):
 
 def _quiet_py4j() -> None:
     """From the stop on, py4j's reports of a connection the dying JVM closed (with their stack
-    traces, some on the root logger) are what a stop looks like, not news: drop them."""
+    traces, some on the root logger) are what a stop looks like, not news: drop them. So is the
+    accumulator server's EOFError when the JVM's end of it closes (socketserver prints that
+    one to stderr itself)."""
+    from pyspark import accumulators
+
     for handler in logging.getLogger().handlers:
         handler.addFilter(_NotPy4J())
+    for name in ("AccumulatorTCPServer", "AccumulatorUnixServer"):
+        server = getattr(accumulators, name, None)
+        if server is not None:
+            server.handle_error = lambda *_: None
 
 
 def _exit_now() -> None:
