@@ -81,15 +81,21 @@ CLASSIC = GroupProtocol()
 
 
 # One frozen type per event type (docs/events.md; every field declared in fields.py). Keyword
-# fields only, each type with its own: `type` is the class's, not a field.
+# fields only: `type` is the class's, not a field.
 @dataclass(frozen=True, kw_only=True)
-class Heartbeat:
-    """A member says who it is, what it sees and (maybe) what it holds."""
+class _Every:
+    """What every event has: its time and its group (of a system)."""
 
-    type: ClassVar[Literal["heartbeat"]] = "heartbeat"
     ts: int
     group: str
     system: str = "rocketmq"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Heartbeat(_Every):
+    """A member says who it is, what it sees and (maybe) what it holds."""
+
+    type: ClassVar[Literal["heartbeat"]] = "heartbeat"
     client_id: str
     topics: tuple[str, ...] = ()
     strategy: str
@@ -109,25 +115,19 @@ class Heartbeat:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Unregister:
+class Unregister(_Every):
     """A clean shutdown: the member (one process, when `address` is given) leaves."""
 
     type: ClassVar[Literal["unregister"]] = "unregister"
-    ts: int
-    group: str
-    system: str = "rocketmq"
     client_id: str
     address: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
-class Route:
+class Route(_Every):
     """A topic's readable queues now."""
 
     type: ClassVar[Literal["route"]] = "route"
-    ts: int
-    group: str
-    system: str = "rocketmq"
     topic: str
     queues: tuple[Queue2, ...]
 
