@@ -169,7 +169,8 @@ class JobConfig:
         if self.cluster_silence_ms > shortest:
             raise OptionError(
                 f"--cluster-silence-ms {self.cluster_silence_ms} must not exceed the session "
-                f"timeouts ({shortest} ms): a silent cluster's members would expire first")
+                f"timeouts ({shortest} ms; --session-timeout-ms, --kafka-session-timeout-ms): "
+                "a silent cluster's members would expire first")
         if self.exact and self.state_shards is not None:
             raise OptionError("--exact keeps one group per state shard: leave --state-shards "
                               "unset")

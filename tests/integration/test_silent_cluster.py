@@ -58,8 +58,11 @@ def test_a_dead_producers_groups_stay_stale_and_their_alerts_keep_firing(
                      findings_topic=f"{topic}.findings", dead_letter_topic=f"{topic}.dlq",
                      env={"PYSPARK_SUBMIT_ARGS": SPARK_SUBMIT_ARGS},
                      # Simulated time runs ahead of the Kafka timestamps at 10x.
+                     # The fleets are RocketMQ's: the Kafka session timeout only has to stay
+                     # above the silence, as run requires.
                      extra_args=("--max-clock-skew-ms", "36000000",
-                                 "--cluster-silence-ms", "60000"))
+                                 "--cluster-silence-ms", "60000",
+                                 "--kafka-session-timeout-ms", "120000"))
     fleet_a = simulate(kafka_bootstrap, topic, "fleet-a",
                        ["--scenario", "steady", "--groups", "2", "--clients", "2"], tmp_path)
     fleet_b = simulate(kafka_bootstrap, topic, "fleet-b", ["--scenario", "client-id-collision"],
