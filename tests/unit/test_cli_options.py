@@ -71,7 +71,8 @@ CASES = [(command, action.option_strings[-1], bad)
 def no_environment_defaults(monkeypatch):
     """The machine's own variables must not stand in for the options under test."""
     for name in ("KAFKA_BOOTSTRAP_SERVERS", "NAMESRV_ADDR", "ROCKETMQ_NAMESRV",
-                 "REBALANCE_MONITOR_BOOTSTRAP_SERVERS", "REBALANCE_MONITOR_NAMESRV"):
+                 "REBALANCE_MONITOR_BOOTSTRAP_SERVERS", "REBALANCE_MONITOR_NAMESRV",
+                 "REBALANCE_MONITOR_EXACT"):
         monkeypatch.delenv(name, raising=False)
 
 
