@@ -501,6 +501,7 @@ class RealConsumer:
         self._client_id: str | None = None
         self._strategy: str | None = None
         self._holds: dict[str, frozenset[Queue]] = {}
+        self._holds_history: list[tuple[float, str, frozenset[Queue]]] = []
         self._views: dict[str, tuple[str, ...]] = {}
         self._consumed: list[Consumed] = []
         self._done: str | None = None
@@ -542,6 +543,8 @@ class RealConsumer:
             elif kind == "HOLDS" and (m := _HOLDS.match(rest)):
                 self._holds[m["topic"]] = _queues(m["queues"])
                 self._holds_changed_at = time.monotonic()
+                self._holds_history.append((self._holds_changed_at, m["topic"],
+                                            self._holds[m["topic"]]))
             elif kind == "VIEW" and (m := _VIEW.match(rest)):
                 self._views[m["topic"]] = tuple(c.strip() for c in m["cids"].split(",") if c.strip())
             elif kind == "CONSUMED" and (m := _CONSUMED.match(rest)):
@@ -574,6 +577,11 @@ class RealConsumer:
         """The queues of topic it pulls now (its process queue table), as (broker, queue id)."""
         with self._lock:
             return self._holds.get(topic, frozenset())
+
+    def holds_history(self, topic: str) -> list[tuple[float, frozenset[Queue]]]:
+        """Every HOLDS line of topic so far: (time.monotonic() it was read, what it held)."""
+        with self._lock:
+            return [(at, held) for at, t, held in self._holds_history if t == topic]
 
     def view(self, topic: str) -> tuple[str, ...] | None:
         """The sorted client ids it allocates topic among, or None before the first VIEW."""

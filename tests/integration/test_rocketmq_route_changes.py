@@ -28,29 +28,42 @@ WINDOW_S = 2 * INTERVAL_S + 16
 
 
 class Truth:
-    """The real holdings of every group's consumers, sampled on each check, with history."""
+    """The real holdings of every group's consumers: now, and every state they passed through.
+    Each HOLDS line a consumer prints is a change, so a double that lasted between two of the
+    test's checks still counts as real."""
 
     def __init__(self, topic: str, consumers: dict[str, list]) -> None:
         self.topic, self.consumers = topic, consumers
-        self.history: list[tuple[float, str, int, int]] = []   # (at, group, doubles, orphans)
 
     def sample(self, queues: set) -> dict[str, tuple[int, int]]:
-        now, out = time.monotonic(), {}
-        for group, members in self.consumers.items():
-            held = Counter(q for c in members for q in c.holds(self.topic))
-            doubles = sum(1 for q in queues if held[q] > 1)
-            orphans = sum(1 for q in queues if held[q] == 0)
-            out[group] = (doubles, orphans)
-            self.history.append((now, group, doubles, orphans))
-        return out
+        return {group: _counted([c.holds(self.topic) for c in members], queues)
+                for group, members in self.consumers.items()}
 
-    def recent_max(self, group: str) -> tuple[int, int]:
+    def recent_max(self, group: str, queues: set) -> tuple[int, int]:
+        """The most doubled and orphaned queues the group's real holdings had at any moment of
+        the last WINDOW_S seconds (doubles of any queue; orphans of `queues`)."""
         since = time.monotonic() - WINDOW_S
-        recent = [(d, o) for at, g, d, o in self.history if g == group and at >= since]
-        return max(d for d, _ in recent), max(o for _, o in recent)
+        members = self.consumers[group]
+        changes = sorted((at, i, held) for i, c in enumerate(members)
+                         for at, held in c.holds_history(self.topic))
+        holding: list[frozenset] = [frozenset()] * len(members)
+        states = []
+        for at, i, held in changes:
+            if at > since and not states:
+                states.append(_counted(holding, queues))   # the state the window began in
+            holding[i] = held
+            if at > since:
+                states.append(_counted(holding, queues))
+        states.append(_counted(holding, queues))
+        return max(d for d, _ in states), max(o for _, o in states)
 
     def last_move(self) -> float:
         return max(c.holds_changed_at for members in self.consumers.values() for c in members)
+
+
+def _counted(holding: list[frozenset], queues: set) -> tuple[int, int]:
+    held = Counter(q for h in holding for q in h)
+    return sum(1 for n in held.values() if n > 1), sum(1 for q in queues if held[q] == 0)
 
 
 def follow(monitor, truth: Truth, queues: set, what: str, timeout: float = 300.0) -> float:
@@ -66,7 +79,7 @@ def follow(monitor, truth: Truth, queues: set, what: str, timeout: float = 300.0
                                   topic=truth.topic) or 0
             orphans = group_value(scrape, "rebalance_orphaned_queues", group,
                                   topic=truth.topic) or 0
-            real_doubles, real_orphans = truth.recent_max(group)
+            real_doubles, real_orphans = truth.recent_max(group, queues)
             assert doubles <= real_doubles and orphans <= real_orphans, (
                 f"{what}: group {group} reported {doubles} doubled and {orphans} orphaned "
                 f"queues; the real clients had at most {real_doubles} and {real_orphans} in the "
