@@ -3,7 +3,9 @@ prometheus_client's Counter and Gauge; the poll loop that feeds them is producer
 
     health = PollHealth()                               # rebalance_observer_* (docs/metrics.md)
     stats = DeliveryStats()                             # the events producer's, via an Outbox
-    serve_metrics(args.metrics_port, args.metrics_host, health, DeliveryCollector(stats))
+    sock = metrics_socket(args.metrics_port, args.metrics_host)   # first: a port in use ends it
+    ...
+    serve_metrics(sock, health, DeliveryCollector(stats))
 
     def poll_once():
         with health.calls.timed("list_groups", cluster):    # per call: outcome and seconds
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -30,12 +33,13 @@ from prometheus_client import (
     Counter,
     Gauge,
     disable_created_metrics,
-    start_http_server,
+    make_wsgi_app,
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from streaming.common.faults import StateLog, error_cause
+from streaming.common.listener import listen, serve_wsgi
 
 log = logging.getLogger("rebalance_monitor.producers")
 # A producer's counters show no `<name>_created` series, as the job's own families do not
@@ -203,14 +207,19 @@ def _value(metric) -> float:
                 if not sample.name.endswith("_created"))
 
 
-def serve_metrics(port: int | None, host: str = "0.0.0.0",
-                  *collectors: Collector) -> CollectorRegistry:
-    """A registry of `collectors`, served on http://host:port/metrics unless port is None."""
+def metrics_socket(port: int | None, host: str = "0.0.0.0") -> socket.socket | None:
+    """The /metrics port, taken first thing (streaming.common.listener); None: no /metrics."""
+    return None if port is None else listen(host, port)
+
+
+def serve_metrics(sock: socket.socket | None, *collectors: Collector) -> CollectorRegistry:
+    """A registry of `collectors`, served on `sock` (from metrics_socket) unless it is None."""
     registry = CollectorRegistry()
     for collector in collectors:
         registry.register(collector)
-    if port is not None:
-        start_http_server(port, addr=host, registry=registry)
+    if sock is not None:
+        serve_wsgi(sock, make_wsgi_app(registry))
+        host, port = sock.getsockname()[:2]
         log.info("metrics on http://%s:%d/metrics", host, port)
     return registry
 

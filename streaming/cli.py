@@ -15,7 +15,7 @@ import sys
 
 from streaming.common import options
 from streaming.common.logs import LogOptions, configure_logging
-from streaming.common.options import OneLineParser
+from streaming.common.options import OneLineParser, OptionError
 
 SUBCOMMANDS = {
     "allocate": ("streaming.allocate_cli", "preview an allocation, or run conformance cases"),
@@ -68,7 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser(argv).parse_args(argv)
     logs = args.logging
     configure_logging(logs.level("WARNING" if args.command == "demo" else "INFO"), logs.log_format)
-    return int(args.handler(args.config) or 0)
+    try:
+        return int(args.handler(args.config) or 0)
+    except OptionError as error:     # a value judged when the command starts: a port in use
+        print(f"rebalance-monitor {args.command}: error: {error}", file=sys.stderr)
+        return 2
 
 
 def version() -> str:

@@ -17,6 +17,7 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import threading
@@ -25,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from streaming.common import option_values as values
+from streaming.common.listener import listen
 from streaming.common.options import add_arguments as add_options
 from streaming.common.options import option
 from streaming.core.contract import FindingRecord, GroupMetrics
@@ -81,6 +83,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: DemoOptions) -> int:
     logging.basicConfig(level=logging.WARNING)     # run as a module; the CLI has set --log-level
+    sock = listen(args.metrics_host, args.metrics_port)     # first: a port in use ends it here
     signal.signal(signal.SIGTERM, _interrupt)
     workdir = tempfile.mkdtemp(prefix="rebalance-monitor-demo-")
     broker, source = _choose_broker(args, workdir)
@@ -91,7 +94,7 @@ def main(args: DemoOptions) -> int:
             broker.start()
         bootstrap = args.bootstrap_servers or broker.bootstrap_servers
         _create_topics(bootstrap, args.topic)
-        monitor = _start_monitor(bootstrap, args, workdir, source)
+        monitor = _start_monitor(bootstrap, args, workdir, source, sock)
         # Replaces pyspark's handler, which cancels the running Spark jobs first: the micro-batch
         # in flight would fail and log its stack trace.
         signal.signal(signal.SIGINT, _interrupt)
@@ -177,7 +180,8 @@ def _create_topics(bootstrap: str, topic: str) -> None:
     create_topic(bootstrap, "rebalance.events.dlq", partitions=1)
 
 
-def _start_monitor(bootstrap: str, args: DemoOptions, workdir: str, source: str):
+def _start_monitor(bootstrap: str, args: DemoOptions, workdir: str, source: str,
+                   sock: socket.socket):
     from streaming.spark.config import JobConfig
     from streaming.spark.job import Monitor, build_session
 
@@ -187,7 +191,7 @@ def _start_monitor(bootstrap: str, args: DemoOptions, workdir: str, source: str)
                        trigger_interval_ms=1_000, shuffle_partitions=2)
     spark = build_session(config, master="local[2]")
     spark.sparkContext.setLogLevel("ERROR")
-    monitor = Monitor(config, spark)
+    monitor = Monitor(config, spark, sock)
     monitor.start()
     return monitor
 

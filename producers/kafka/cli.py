@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from producers import events
-from producers.health import PollHealth, serve_metrics
+from producers.health import PollHealth, metrics_socket, serve_metrics
 from producers.kafka.observer import KafkaGroupObserver
 from producers.kafka.translate import Translation
 from producers.poll import poll_until_stopped
@@ -112,6 +112,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: ObserveKafkaOptions) -> int:
+    sock = metrics_socket(args.metrics_port, args.metrics_host)
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -127,8 +128,7 @@ def main(args: ObserveKafkaOptions) -> int:
         outbox = None if args.stdout else _outbox(args.events_bootstrap_servers
                                                   or args.bootstrap_servers,
                                                   args.events_options())
-        serve_metrics(args.metrics_port, args.metrics_host,
-                      *([health] if outbox is None else [health, DeliveryCollector(outbox.stats)]))
+        serve_metrics(sock, *([health] if outbox is None else [health, DeliveryCollector(outbox.stats)]))
         return run(args, observer, outbox)
     finally:
         kafka_log.setLevel(kafka_level)

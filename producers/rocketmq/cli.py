@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass
 
 from producers import events
-from producers.health import PollHealth, serve_metrics
+from producers.health import PollHealth, metrics_socket, serve_metrics
 from producers.poll import poll_until_stopped
 from producers.rocketmq.admin import RocketMQAdmin
 from producers.rocketmq.bridge import STRATEGIES, AssumedStrategies
@@ -143,6 +143,7 @@ class NameServerUnreachable(Exception):
 
 
 def main(args: ObserveRocketMQOptions) -> int:
+    sock = metrics_socket(args.metrics_port, args.metrics_host)
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -154,8 +155,7 @@ def main(args: ObserveRocketMQOptions) -> int:
     health = PollHealth("observe-rocketmq poll", logger=log)
     observer = RocketMQObserver(admin, _options(args), health.calls)
     outbox = None if args.stdout else _outbox(args)
-    serve_metrics(args.metrics_port, args.metrics_host,
-                  *([health] if outbox is None else [health, DeliveryCollector(outbox.stats)]))
+    serve_metrics(sock, *([health] if outbox is None else [health, DeliveryCollector(outbox.stats)]))
     assumed: set[tuple[str, str]] = set()
 
     def poll_once() -> None:

@@ -34,7 +34,7 @@ from collections import deque
 from dataclasses import asdict, dataclass
 from functools import partial
 
-from producers.health import CountCollector, serve_metrics
+from producers.health import CountCollector, metrics_socket, serve_metrics
 from producers.simulator.clock import DEFAULT_EPOCH_MS, FastClock, RealtimeClock
 from producers.simulator.scenarios import SCENARIOS, Scenario, Steady
 from streaming.common import option_values as values
@@ -361,6 +361,7 @@ def _main(args: SimulateOptions) -> int:
             rate.tick()
         sys.stdout.flush()
     elif args.bootstrap_servers:
+        sock = metrics_socket(args.metrics_port, args.metrics_host)
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
         settings = args.kafka_options.for_librdkafka()
         if args.create_topic:
@@ -369,7 +370,7 @@ def _main(args: SimulateOptions) -> int:
         stats = DeliveryStats()
         sender = EventProducer(new_producer(args.bootstrap_servers, settings), args.topic, stats,
                                args.attempts)
-        serve_metrics(args.metrics_port, args.metrics_host, DeliveryCollector(stats),
+        serve_metrics(sock, DeliveryCollector(stats),
                       CountCollector("rebalance_simulator_events",
                                      "Events handed to the producer.", lambda: sender.count))
         started = time.monotonic()

@@ -113,9 +113,28 @@ def parse_kafka_options(pairs: Iterable[str] | Mapping[str, str]) -> KafkaClient
             name, setting = _shared_setting(key, value)
             sides[""][name] = setting
     shared = _with_default_mechanism(_checked_pairs(sides[""]))
-    return KafkaClientOptions(settings=tuple(sorted(shared.items())),
-                              java_only=tuple(sorted(sides[JAVA_PREFIX].items())),
-                              librdkafka_only=tuple(sorted(sides[LIBRDKAFKA_PREFIX].items())))
+    options = KafkaClientOptions(settings=tuple(sorted(shared.items())),
+                                 java_only=tuple(sorted(sides[JAVA_PREFIX].items())),
+                                 librdkafka_only=tuple(sorted(sides[LIBRDKAFKA_PREFIX].items())))
+    for name, value in options.for_librdkafka().items():
+        _check_with_librdkafka(name, value)
+    return options
+
+
+def _check_with_librdkafka(name: str, value: str) -> None:
+    """librdkafka's own word on one setting, taken alone: an unknown name or a value it cannot
+    parse is refused now, not when the first client starts. What only a whole configuration can
+    be judged on ("Failed to create ...": a mechanism this build lacks, a missing partner
+    setting) is left to the clients, which get the whole of it."""
+    from confluent_kafka import KafkaException, Producer
+
+    try:
+        Producer({name: value, "log_level": 0})
+    except KafkaException as error:
+        said = error.args[0].str()
+        if not said.startswith("Failed to create"):
+            shown = "its value is refused" if _is_secret(name) else said
+            raise KafkaOptionError(f"kafka option {name!r}: librdkafka says: {shown}") from None
 
 
 def _key_values(pairs: Iterable[str] | Mapping[str, str]) -> list[tuple[str, str]]:

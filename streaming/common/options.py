@@ -87,6 +87,13 @@ def flag_of(each: Field) -> str:
     return "--" + (each.metadata["option"].flag or each.name.replace("_", "-"))
 
 
+def refused(config: Any, name: str, why: str) -> OptionError:
+    """The error for option `name` of the built `config`, whose value only the command's start
+    could judge (a port in use, a directory it cannot write): `--flag VALUE: why`."""
+    each = next(f for f in fields(config) if f.name == name)
+    return OptionError(f"{flag_of(each)} {getattr(config, name)}: {why}")
+
+
 def env_of(each: Field) -> str:
     return ENV_PREFIX + flag_of(each).removeprefix("--").upper().replace("-", "_")
 
@@ -160,7 +167,7 @@ def config_from_args(cls, args: argparse.Namespace,
             try:
                 value = opt.combine(items)
             except (TypeError, ValueError) as error:
-                raise OptionError(f"{flag_of(each)}: {error}") from None
+                raise OptionError(f"{_given_as(each, flag, environ)}: {error}") from None
         elif flag is not _UNSET:
             value = flag
         elif (from_env := _from_env(each, opt, environ)) is not _UNSET:
@@ -174,6 +181,14 @@ def config_from_args(cls, args: argparse.Namespace,
     config = cls(**given)
     check = getattr(config, "check_options", None)
     return check() or config if check is not None else config
+
+
+def _given_as(each: Field, flag: Any, environ: Mapping[str, str]) -> str:
+    """How a repeated option's values were given: its flag, its variable, or both."""
+    variable = next((name for name in variables_of(each) if name in environ), None)
+    if variable is None:
+        return flag_of(each)
+    return variable if flag in (_UNSET, None) else f"{flag_of(each)} (with {variable})"
 
 
 def _from_env(each: Field, opt: Option, environ: Mapping[str, str]) -> Any:

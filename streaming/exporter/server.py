@@ -9,15 +9,14 @@ The group API and pages (api.py, given as `groups`) answer under /api and /group
 from __future__ import annotations
 
 import socket
-import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from urllib.parse import parse_qs
-from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from prometheus_client import CollectorRegistry, generate_latest, make_wsgi_app
-from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, ThreadingWSGIServer
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
+from streaming.common.listener import listen, serve_wsgi
 from streaming.exporter.api import serves
 
 RenderedText = Callable[[Collection[str] | None], bytes]
@@ -64,44 +63,21 @@ def _scrape_app(registry: CollectorRegistry, rendered: RenderedText | None):
     return app
 
 
-def bind_family(host: str, port: int) -> tuple[socket.AddressFamily, str]:
-    """The address family to bind host:port with, and the address: the first passive address
-    getaddrinfo gives, so an IPv6 host ("::", "::1", a name resolving to IPv6 first) binds IPv6
-    (wsgiref's server would bind IPv4 only).
-
-    >>> bind_family("127.0.0.1", 0) == (socket.AF_INET, "127.0.0.1")
-    True
-    """
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    family, _, _, _, address = infos[0]
-    return family, address[0]
-
-
-class QuietHandler(WSGIRequestHandler):
-    """A request handler that logs nothing: a scrape every few seconds is not news."""
-
-    def log_message(self, format, *args) -> None:
-        pass
-
-
 class MetricsServer:
+    """Serves on `sock` when given (taken at start: streaming.common.listener.listen), else
+    on a socket it takes from `config` when started."""
+
     def __init__(self, config: MetricsServerConfig, registry: CollectorRegistry,
-                 rendered: RenderedText | None = None, groups=None) -> None:
+                 rendered: RenderedText | None = None, groups=None,
+                 sock: socket.socket | None = None) -> None:
         self._config = config
         self._app = metrics_app(registry, rendered, groups)
+        self._sock = sock
         self._server = None
-        self._thread = None
 
     def start(self) -> None:
-        class Server(ThreadingWSGIServer):
-            pass
-
-        Server.address_family, host = bind_family(self._config.host, self._config.port)
-        self._server = make_server(host, self._config.port, self._app, Server,
-                                   handler_class=QuietHandler)
-        self._thread = threading.Thread(target=self._server.serve_forever, name="metrics",
-                                        daemon=True)
-        self._thread.start()
+        sock = self._sock or listen(self._config.host, self._config.port)
+        self._server = serve_wsgi(sock, self._app)
 
     @property
     def port(self) -> int:
@@ -112,5 +88,4 @@ class MetricsServer:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
-            self._thread.join(timeout=5)
             self._server = None

@@ -10,6 +10,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Protocol
+from urllib.parse import urlparse
+
+# Written and removed at start, to know the checkpoint can be written before the query starts.
+WRITE_CHECK = ".rebalance-monitor-write-check"
 
 
 class TextFile(Protocol):
@@ -76,3 +80,36 @@ def hadoop_path_exists(spark, uri: str) -> bool:
     jvm = spark.sparkContext._jvm
     path = jvm.org.apache.hadoop.fs.Path(uri)
     return bool(path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).exists(path))
+
+
+def local_checkpoint_problem(checkpoint: str) -> str | None:
+    """Why a local checkpoint (a path, or a file: URI) cannot be created and written, checked
+    in Python before Spark starts; None when it can, or when it is not local."""
+    parsed = urlparse(checkpoint)
+    if parsed.scheme not in ("", "file"):
+        return None
+    path = Path(parsed.path if parsed.scheme else checkpoint)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / WRITE_CHECK
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as error:
+        return error.strerror or str(error)
+    return None
+
+
+def hadoop_checkpoint_problem(spark, checkpoint: str) -> str | None:
+    """Why the checkpoint cannot be created and written through Hadoop's FileSystem, as the
+    job will write it (hdfs://, s3a://, ... and local alike); None when it can."""
+    from py4j.protocol import Py4JJavaError
+
+    uri = checkpoint_child(checkpoint, WRITE_CHECK)
+    try:
+        HadoopTextFile(spark, uri).write("ok")
+        jvm = spark.sparkContext._jvm
+        path = jvm.org.apache.hadoop.fs.Path(uri)
+        path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).delete(path, False)
+    except Py4JJavaError as error:
+        return str(error.java_exception.toString()).splitlines()[0]
+    return None

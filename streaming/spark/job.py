@@ -17,6 +17,7 @@ import argparse
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -33,6 +34,7 @@ from streaming.common import options
 from streaming.common.delivery import DeliveryStats, Outbox, RetryPolicy
 from streaming.common.delivery_metrics import DeliveryCollector
 from streaming.common.faults import Backoff
+from streaming.common.listener import listen
 from streaming.core.state.codec import CodecError
 from streaming.core.state.shard import salvage_shard
 from streaming.core.step import StepConfig, snapshot_of
@@ -51,7 +53,13 @@ from streaming.exporter.prerender import Prerender
 from streaming.jars import spark_kafka_conf
 from streaming.spark import kafka_client
 from streaming.spark.batch_errors import bounded_failures
-from streaming.spark.checkpoint_files import HadoopTextFile, checkpoint_child, hadoop_path_exists
+from streaming.spark.checkpoint_files import (
+    HadoopTextFile,
+    checkpoint_child,
+    hadoop_checkpoint_problem,
+    hadoop_path_exists,
+    local_checkpoint_problem,
+)
 from streaming.spark.checkpoint_layout import (
     DEFAULT_SHARDS,
     ONE_GROUP_PER_SHARD,
@@ -217,7 +225,8 @@ class ProgressListener(StreamingQueryListener):
 class Monitor:
     """The running job: configure, start (metrics first, then the query), stop in reverse."""
 
-    def __init__(self, config: JobConfig, spark: SparkSession) -> None:
+    def __init__(self, config: JobConfig, spark: SparkSession,
+                 metrics_socket: socket.socket | None = None) -> None:
         self.config = config
         self.spark = spark
         clients = ClientSeriesPolicy(config.client_metrics, config.max_client_series)
@@ -241,7 +250,8 @@ class Monitor:
         self.registry.register(DeliveryCollector(self.delivery))
         self.registry.register(self.restarts)
         self.metrics = MetricsServer(MetricsServerConfig(config.metrics_host, config.metrics_port),
-                                     self.registry, self._group_families, group_api(self.store))
+                                     self.registry, self._group_families, group_api(self.store),
+                                     metrics_socket)
         self.query: StreamingQuery | None = None
         self._sink: BatchSink | None = None
 
@@ -407,15 +417,40 @@ def _exit_now() -> None:
     os._exit(0)
 
 
+def checked_before_spark(config: JobConfig) -> socket.socket:
+    """What can be judged before Spark starts: the metrics port, taken and kept (its socket),
+    and a local checkpoint, created and written once. Raises OptionError."""
+    sock = listen(config.metrics_host, config.metrics_port)
+    problem = local_checkpoint_problem(config.checkpoint)
+    if problem is not None:
+        sock.close()
+        raise options.refused(config, "checkpoint", problem)
+    return sock
+
+
+def checked_with_spark(spark: SparkSession, config: JobConfig) -> None:
+    """The checkpoint written once through Hadoop's FileSystem, as the query will write it
+    (s3a://, hdfs://), before the query starts. Raises OptionError."""
+    problem = hadoop_checkpoint_problem(spark, config.checkpoint)
+    if problem is not None:
+        raise options.refused(config, "checkpoint", problem)
+
+
 def main(config: JobConfig) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    sock = checked_before_spark(config)
     stopping = threading.Event()
     signals = StopSignals(stopping).install()
     try:
         spark = build_session(config, config.master)
         signals.install()
         spark.sparkContext.setLogLevel("WARN")
-        monitor = Monitor(config, spark)
+        checked_with_spark(spark, config)
+        monitor = Monitor(config, spark, sock)
+    except options.OptionError:
+        _quiet_py4j()
+        _quietly(spark.stop)
+        raise
     except Exception:
         if _stopped_by_signal(stopping):
             return 0    # signalled while the JVM started: it ended with the signal

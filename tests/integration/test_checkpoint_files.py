@@ -1,6 +1,11 @@
 import pytest
 
-from streaming.spark.checkpoint_files import HadoopTextFile, checkpoint_child, hadoop_path_exists
+from streaming.spark.checkpoint_files import (
+    HadoopTextFile,
+    checkpoint_child,
+    hadoop_checkpoint_problem,
+    hadoop_path_exists,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -18,3 +23,16 @@ def test_hadoop_text_file_round_trips_and_overwrites(spark, tmp_path, scheme):
     assert (tmp_path / "checkpoint" / "monitor" / "counters.json").read_text() == \
         '{"batch_id": 2, "name": "é"}'
     assert not (tmp_path / "checkpoint" / "monitor" / "counters.json.tmp").exists()
+
+
+def test_a_checkpoint_is_written_once_through_hadoop_before_the_query_or_refused(spark, tmp_path):
+    good = checkpoint_child(str(tmp_path), "fresh", "checkpoint")
+    assert hadoop_checkpoint_problem(spark, good) is None
+    assert (tmp_path / "fresh" / "checkpoint").is_dir()
+    assert list((tmp_path / "fresh" / "checkpoint").iterdir()) == []    # the check left nothing
+    (tmp_path / "a-file").write_text("")
+    under_a_file = hadoop_checkpoint_problem(spark, str(tmp_path / "a-file" / "checkpoint"))
+    assert under_a_file is not None and "a-file" in under_a_file
+    # A scheme this Spark has no file system for: what the query would fail on, said first.
+    assert "s3a" in hadoop_checkpoint_problem(spark, "s3a://bucket/checkpoint").lower()
+    assert len(under_a_file.splitlines()) == 1

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
 
+from streaming.common.listener import bind_family
 from streaming.core.contract import GroupKey
 from streaming.exporter import (
     ClientSeriesPolicy,
@@ -21,7 +22,7 @@ from streaming.exporter import (
     RebalanceCollector,
     SnapshotStore,
 )
-from streaming.exporter.server import bind_family, metrics_app
+from streaming.exporter.server import metrics_app
 from tests.unit.state_helpers import group_metrics
 
 pytestmark = pytest.mark.unit

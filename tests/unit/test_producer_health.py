@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from producers.health import (
     CallStats,
     PollHealth,
+    metrics_socket,
     serve_metrics,
 )
 from producers.poll import run_polls
@@ -27,7 +28,7 @@ LOGGER = "rebalance_monitor.producers"
 
 
 def samples(*collectors) -> dict[tuple, float]:
-    registry = serve_metrics(None, "127.0.0.1", *collectors)
+    registry = serve_metrics(None, *collectors)
     text = generate_latest(registry).decode()
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
             for family in text_string_to_metric_families(text) for s in family.samples}
@@ -155,7 +156,7 @@ def test_metrics_are_served_on_the_port():
     health = PollHealth()
     health.failed("timed_out")
     port = free_port()
-    serve_metrics(port, "127.0.0.1", health)
+    serve_metrics(metrics_socket(port, "127.0.0.1"), health)
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         text = response.read().decode()
     assert 'rebalance_observer_poll_failures_total{cause="timed_out"} 1.0' in text
