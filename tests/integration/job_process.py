@@ -177,6 +177,11 @@ class JobProcess:
         except ProcessLookupError:
             pass
 
+    def wait_for_log(self, text: str, timeout: float = 30.0) -> None:
+        """Until the job's log has `text`."""
+        wait_until(lambda: text in self.log_path.read_text(errors="replace"), timeout,
+                   f"{text!r} in the job's log", details=self.log_tail)
+
     def log_tail(self, lines: int = 40) -> str:
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
         return "\n".join(text.splitlines()[-lines:])

@@ -1,13 +1,16 @@
-"""SIGTERM to a real `rebalance-monitor run` process group stops it cleanly and promptly.
+"""SIGTERM or SIGINT to a real `rebalance-monitor run` process group stops it cleanly and promptly.
 
-The whole group gets the signal (the Python driver and its JVM), as `timeout`, a shell's job
-control or a container runtime send it: one "stopping" line, exit status 0 within 10 s and no
-traceback, whether the events broker answers or its address does not even resolve. And SIGTERM
-to the Python driver alone (its JVM gets none) while the broker cannot be reached.
+The whole group gets the signal (the Python driver and its JVM), as `timeout`, a container
+runtime (SIGTERM) or a terminal's Ctrl-C (SIGINT) send it: one "stopping" line, exit status 0
+within 10 s and no traceback, whether the events broker answers or its address does not even
+resolve. SIGTERM to the Python driver alone (its JVM gets none) while the broker cannot be
+reached. A second signal during the stop (an impatient operator) ends it at once, still with
+status 0 and no traceback.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
@@ -15,6 +18,7 @@ import time
 import pytest
 
 from tests.integration.job_process import SPARK_SUBMIT_ARGS, JobProcess, committed_batches
+from tests.support import wait_until
 
 pytestmark = [pytest.mark.integration]
 
@@ -22,39 +26,50 @@ STOP_WITHIN_S = 10.0
 UNREACHABLE = "broker.invalid:9092"   # .invalid never resolves (RFC 2606)
 
 
-def stop_and_check(job: JobProcess, whole_group: bool = True) -> float:
+def stop_and_check(job: JobProcess, whole_group: bool = True, signum: int = signal.SIGTERM,
+                   again: bool = False) -> float:
     started = time.monotonic()
     try:
         if whole_group:
-            status = job.kill(signal.SIGTERM, timeout=30)
+            os.killpg(job.process.pid, signum)
+            if again:
+                job.wait_for_log("stopping (")
+                os.killpg(job.process.pid, signum)
         else:   # the Python driver only: it has to end its JVM itself
-            job.process.send_signal(signal.SIGTERM)
-            status = job.process.wait(30)
+            job.process.send_signal(signum)
+        status = job.process.wait(30)
     except subprocess.TimeoutExpired:
         status = None
+    finally:
+        job.kill()                  # whatever outlived the driver
     took = time.monotonic() - started
     output = job.log_path.read_text(errors="replace")
-    stopping = [line for line in output.splitlines() if "stopping" in line.lower()]
+    stopping = [line for line in output.splitlines() if "stopping (" in line.lower()]
     print(f"stopped in {took:.1f} s, status {status}, {output.count('Traceback')} tracebacks, "
           f"{len(stopping)} stopping lines")
     assert "Traceback" not in output, output[-5000:]
     assert status == 0, f"exit status {status}:\n{job.log_tail()}"
     assert took < STOP_WITHIN_S, f"took {took:.1f} s to stop:\n{job.log_tail()}"
     assert len(stopping) == 1, f"stopping lines: {stopping}\n{job.log_tail()}"
+    if again:
+        assert "again: stopping now" in output, job.log_tail()
     return took
 
 
-def test_sigterm_to_the_group_with_the_broker_reachable(kafka_bootstrap, make_topic, tmp_path):
+@pytest.mark.parametrize(("signum", "again"), [(signal.SIGTERM, False), (signal.SIGINT, False),
+                                             (signal.SIGTERM, True)],
+                         ids=["sigterm", "sigint", "sigterm-twice"])
+def test_a_signal_to_the_group_with_the_broker_reachable(kafka_bootstrap, make_topic, tmp_path,
+                                                         signum, again):
     topic = make_topic()
     job = JobProcess(kafka_bootstrap, topic, tmp_path / "checkpoint", tmp_path,
                      findings_topic=f"{topic}.findings", dead_letter_topic=f"{topic}.dlq",
                      env={"PYSPARK_SUBMIT_ARGS": SPARK_SUBMIT_ARGS}).start()
     try:
         job.first_scrape()
-        deadline = time.monotonic() + 90
-        while committed_batches(tmp_path / "checkpoint") < 1 and time.monotonic() < deadline:
-            time.sleep(0.2)
-        stop_and_check(job)
+        wait_until(lambda: committed_batches(tmp_path / "checkpoint") >= 1, 90,
+                   "the first batch committed")
+        stop_and_check(job, signum=signum, again=again)
     finally:
         job.kill()
 
@@ -65,8 +80,9 @@ def test_sigterm_with_the_broker_unresolvable(tmp_path, whole_group):
                      findings_topic="rebalance.findings", dead_letter_topic="rebalance.dlq",
                      env={"PYSPARK_SUBMIT_ARGS": SPARK_SUBMIT_ARGS}).start()
     try:
-        job.first_scrape()
-        time.sleep(5)   # the query is started and its first batch waits for the broker
+        # The query is started (the probe starts just before it) and the broker is known down.
+        job.wait_for(lambda m: m.value("rebalance_monitor_source_up") == 0
+                     and (m.value("rebalance_monitor_source_errors_total") or 0) >= 1)
         stop_and_check(job, whole_group)
     finally:
         job.kill()
