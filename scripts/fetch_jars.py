@@ -54,6 +54,9 @@ SETS = {
     "kafka-broker": lambda: fetch(
         "kafka-broker", jars.kafka_broker_dir(), ROOT / "scripts/jars/kafka-broker/pom.xml",
         {"kafka.version": jars.KAFKA_VERSION}),
+    "kafka-broker-3": lambda: fetch(
+        "kafka-broker-3", jars.kafka_broker_dir(jars.KAFKA_3_VERSION),
+        ROOT / "scripts/jars/kafka-broker/pom.xml", {"kafka.version": jars.KAFKA_3_VERSION}),
     "spark-kafka": lambda: fetch(
         "spark-kafka", jars.spark_kafka_dir(), ROOT / "scripts/jars/spark-kafka/pom.xml",
         {"spark.version": jars.pyspark_version()}, jars.SPARK_KAFKA_ARTIFACTS),

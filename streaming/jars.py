@@ -1,7 +1,8 @@
 """Where the project's Java jars live: a cache outside git that scripts/fetch_jars.py fills from
 Maven Central with the pinned poms in scripts/jars/.
 
-    kafka_broker_jars()      -> the Apache Kafka broker's classpath (tests, the demo)
+    kafka_broker_jars()      -> the Apache Kafka broker's classpath (tests, the demo); with
+                                KAFKA_3_VERSION, the 3.x broker the tests also watch
     spark_kafka_jars()       -> Spark's Kafka source for exactly the installed pyspark version
     rocketmq5_jars()         -> Apache RocketMQ 5 (servers, admin tool, client: the tests' 5.x kit)
     rocketmq_grpc_client_jars() -> RocketMQ's gRPC client (the tests' consumers through a proxy)
@@ -18,6 +19,8 @@ from importlib.metadata import version
 from pathlib import Path
 
 KAFKA_VERSION = "4.3.1"
+# The 3.x line many operators still run: classic groups only (tests/integration/test_kafka_3.py).
+KAFKA_3_VERSION = "3.9.1"
 ROCKETMQ5_VERSION = "5.3.3"
 ROCKETMQ_GRPC_CLIENT_VERSION = "5.0.7"
 CACHE_VARIABLE = "REBALANCE_MONITOR_JARS"
@@ -37,8 +40,8 @@ def pyspark_version() -> str:
     return version("pyspark")
 
 
-def kafka_broker_dir() -> Path:
-    return cache_root() / f"kafka-{KAFKA_VERSION}"
+def kafka_broker_dir(kafka_version: str = KAFKA_VERSION) -> Path:
+    return cache_root() / f"kafka-{kafka_version}"
 
 
 def spark_kafka_dir(spark_version: str | None = None) -> Path:
@@ -59,8 +62,8 @@ def _complete_jars(folder: Path) -> list[Path] | None:
     return sorted(folder.glob("*.jar"))
 
 
-def kafka_broker_jars() -> list[Path] | None:
-    return _complete_jars(kafka_broker_dir())
+def kafka_broker_jars(kafka_version: str = KAFKA_VERSION) -> list[Path] | None:
+    return _complete_jars(kafka_broker_dir(kafka_version))
 
 
 def rocketmq5_jars() -> list[Path] | None:

@@ -134,8 +134,10 @@ class ApacheKafkaBroker:
 
     def __init__(self, workdir: Path, sasl_users: Mapping[str, str] = DEFAULT_SASL_USERS,
                  heap: str = "512m", start_timeout_s: float = 60.0,
-                 stop_timeout_s: float = 15.0, tls: bool = True) -> None:
+                 stop_timeout_s: float = 15.0, tls: bool = True,
+                 version: str = jars.KAFKA_VERSION) -> None:
         self.workdir = Path(workdir)
+        self.version = version
         self.sasl_users = dict(sasl_users)
         self.heap = heap
         self.start_timeout_s = start_timeout_s
@@ -175,11 +177,11 @@ class ApacheKafkaBroker:
         return self._process.pid
 
     def _classpath(self) -> str:
-        found = jars.kafka_broker_jars()
+        found = jars.kafka_broker_jars(self.version)
         if not found:
             raise BrokerUnavailable(
-                f"no Apache Kafka {jars.KAFKA_VERSION} jars in {jars.kafka_broker_dir()}: "
-                "run `make jars` (or python scripts/fetch_jars.py kafka-broker)")
+                f"no Apache Kafka {self.version} jars in {jars.kafka_broker_dir(self.version)}: "
+                "run `make jars` (or python scripts/fetch_jars.py)")
         return ":".join(str(jar) for jar in found)
 
     def _java(self, main_class: str, *arguments: str) -> list[str]:
@@ -230,7 +232,7 @@ class ApacheKafkaBroker:
         except BaseException:
             self.stop()
             raise
-        log.info("Apache Kafka %s ready at %s (log %s)", jars.KAFKA_VERSION,
+        log.info("Apache Kafka %s ready at %s (log %s)", self.version,
                  self.bootstrap_servers, self.log_path)
         return self
 

@@ -51,6 +51,9 @@ def _admin_class():
         def describe_share_groups(self, group_ids):
             return protocol.describe_share_groups(self, group_ids, self._timeout_s())
 
+        def unsupported_group_types(self) -> tuple[str, ...]:
+            return protocol.unsupported_group_types(self)
+
         def _timeout_s(self) -> float:
             return self.config["request_timeout_ms"] / 1000
 

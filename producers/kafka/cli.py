@@ -29,7 +29,7 @@ from typing import Any
 
 from producers import events
 from producers.health import PollHealth, metrics_socket, serve_metrics
-from producers.kafka.observer import KafkaGroupObserver
+from producers.kafka.observer import CapabilityCollector, KafkaGroupObserver
 from producers.kafka.translate import Translation
 from producers.poll import poll_until_stopped
 from streaming.common import option_values as values
@@ -128,7 +128,7 @@ def main(args: ObserveKafkaOptions) -> int:
         outbox = None if args.stdout else _outbox(args.events_bootstrap_servers
                                                   or args.bootstrap_servers,
                                                   args.events_options())
-        serve_metrics(sock, *([health] if outbox is None else [health, DeliveryCollector(outbox.stats)]))
+        serve_metrics(sock, CapabilityCollector(observer), *([health] if outbox is None else [health, DeliveryCollector(outbox.stats)]))
         return run(args, observer, outbox)
     finally:
         kafka_log.setLevel(kafka_level)

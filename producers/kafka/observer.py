@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from functools import partial
 
 import kafka.errors as Errors
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from producers.health import PollHealth
 from producers.kafka import protocol
@@ -92,9 +94,11 @@ class KafkaGroupObserver:
         self._admin = None
         self._metadata = None
         self.groups_seen = 0
+        self.unwatchable: tuple[str, ...] = ()   # group types the cluster cannot describe
 
     def poll(self, ts_ms: int | None = None) -> list[Translation]:
         self._connect()
+        self._note_capabilities()
         ts_ms = int(time.time() * 1000) if ts_ms is None else ts_ms
         with self.health.calls.timed("list_groups", self.bootstrap_servers):
             listed = _watched_types(self._admin.list_groups())
@@ -126,6 +130,17 @@ class KafkaGroupObserver:
         if self._admin is None:
             with self.health.calls.timed("bootstrap", self.bootstrap_servers):
                 self._admin = self._admin_factory(self.bootstrap_servers, self.timeout_s)
+
+    def _note_capabilities(self) -> None:
+        """What the cluster cannot describe, logged when it changes (once for a 3.x broker),
+        never once a poll; its groups of those types are then counted as unreadable."""
+        asked = getattr(self._admin, "unsupported_group_types", None)
+        unwatchable = asked() if asked is not None else ()
+        if unwatchable != self.unwatchable and unwatchable:
+            log.warning("the cluster at %s does not support describing %s groups (its broker "
+                        "lacks the API): such groups cannot be watched there; classic groups "
+                        "are", self.bootstrap_servers, " or ".join(unwatchable))
+        self.unwatchable = unwatchable
 
     def _partition_counts(self) -> dict[str, int]:
         with self.health.calls.timed("list_topics", self.bootstrap_servers):
@@ -213,3 +228,20 @@ class KafkaGroupObserver:
             except Exception:  # noqa: BLE001 - closing during an outage
                 log.debug("closing the admin client failed", exc_info=True)
             self._admin = None
+
+
+class CapabilityCollector(Collector):
+    """rebalance_observer_unwatchable_group_types{group_type}: 1 for each group type the
+    observed cluster cannot describe (a 3.x broker: share; before 3.7: consumer too)."""
+
+    def __init__(self, observer: KafkaGroupObserver) -> None:
+        self._observer = observer
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "rebalance_observer_unwatchable_group_types",
+            "Group types the observed cluster cannot describe (its broker lacks the API): "
+            "1 each.", labels=["group_type"])
+        for kind in self._observer.unwatchable:
+            family.add_metric([kind], 1.0)
+        yield family

@@ -252,6 +252,23 @@ def _run(client, timeout_s: float, work: Callable[[], Any]):
     return manager.run(bounded)
 
 
+def unsupported_group_types(client) -> tuple[str, ...]:
+    """The group types ("consumer", "share") whose describe API the cluster's broker lacks
+    (a 3.x broker has no ShareGroupDescribe; one before 3.7 no ConsumerGroupDescribe either);
+    () before the client has bootstrapped."""
+    versions = client._manager.broker_version_data
+    if versions is None:
+        return ()
+    missing = []
+    for kind, request_class in (("consumer", ConsumerGroupDescribeRequest),
+                                ("share", ShareGroupDescribeRequest)):
+        try:
+            versions.api_version(request_class)
+        except Errors.IncompatibleBrokerVersion:
+            missing.append(kind)
+    return tuple(missing)
+
+
 def _check_supported(client, request_class: type[ApiMessage]) -> None:
     versions = client._manager.broker_version_data
     if versions is None:

@@ -33,7 +33,11 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from producers.kafka.observer import KafkaGroupObserver
 from streaming import jars
+from streaming.core.state.events import parse_event
+from streaming.core.state.group import GroupState, apply_event
+from streaming.core.state.rerun import rerun
 from tests.integration.java_programs import JavaUnavailable, compile_java
 from tests.support import wait_until
 
@@ -407,3 +411,18 @@ def stop_all(consumers: Iterable[JavaConsumer] | None = None, timeout: float = 2
 def _kill_leftovers() -> None:
     for consumer in list(_live):
         consumer.kill()
+
+
+def observed_rerun(bootstrap: str, group: str) -> dict[str, set[tuple[str, int]]]:
+    """One poll of the observer, its events folded into a group state, and the monitor's re-run
+    of the group's assignor from the observed subscriptions: member id -> partitions."""
+    [translation] = [t for t in KafkaGroupObserver(bootstrap, timeout_s=10).poll()
+                     if t.group == group]
+    state = GroupState(group, "kafka", session_timeout_ms=45_000)
+    for raw in translation.events:
+        for event in parse_event(raw):
+            apply_event(state, event)
+    rerun(state)
+    return {key[0]: {(topic, partition) for topic, share in computed.items()
+                     for _, partition in share}
+            for key, computed in state.computed.items()}

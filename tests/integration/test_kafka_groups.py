@@ -19,15 +19,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from producers.kafka.observer import KafkaGroupObserver
 from streaming.common.topics import create_topic
-from streaming.core.state.events import parse_event
-from streaming.core.state.group import GroupState, apply_event
-from streaming.core.state.rerun import rerun
 from tests.integration.kafka_consumers import (
     JavaConsumer,
     ProbeUnavailable,
     compile_probe,
+    observed_rerun,
     stop_all,
     wait_for_partitions,
     wait_for_probes,
@@ -107,21 +104,6 @@ def consumers(*started: JavaConsumer) -> Iterator[list[JavaConsumer]]:
         for consumer in started:
             consumer.kill()
         stop_all(started)
-
-
-def observed_rerun(bootstrap: str, group: str) -> dict[str, set[tuple[str, int]]]:
-    """One poll of the observer, its events folded into a group state, and the monitor's re-run
-    of the group's assignor from the observed subscriptions: member id -> partitions."""
-    [translation] = [t for t in KafkaGroupObserver(bootstrap, timeout_s=10).poll()
-                     if t.group == group]
-    state = GroupState(group, SYSTEM, session_timeout_ms=45_000)
-    for raw in translation.events:
-        for event in parse_event(raw):
-            apply_event(state, event)
-    rerun(state)
-    return {key[0]: {(topic, partition) for topic, share in computed.items()
-                     for _, partition in share}
-            for key, computed in state.computed.items()}
 
 
 @pytest.mark.parametrize("assignor", ["range", "roundrobin", "sticky", "cooperative-sticky"])

@@ -49,7 +49,7 @@ PRODUCER_METRICS = frozenset({
     "up", "rebalance_observer_last_success_timestamp_seconds",
     "rebalance_observer_poll_failures_total", "rebalance_observer_group_errors_total",
     "rebalance_observer_events_total", "rebalance_observer_groups", "rebalance_observer_members",
-    "rebalance_simulator_events_total",
+    "rebalance_simulator_events_total", "rebalance_observer_unwatchable_group_types",
 })
 CONTRACT_METRICS = GROUP_METRICS | HEALTH_METRICS | PRODUCER_METRICS
 
