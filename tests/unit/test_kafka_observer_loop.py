@@ -219,3 +219,23 @@ def test_a_group_whose_coordinator_is_not_ready_is_skipped_and_the_others_are_re
     assert [r.group for r in results] == ["fast"]
     assert dict(observer.health.group_errors) == {"CoordinatorNotAvailableError": 1}
     assert dict(observer.health.failures) == {}
+
+
+def test_what_the_cluster_cannot_describe_is_logged_when_it_changes_not_each_poll(caplog):
+    caplog.set_level(logging.INFO)
+    admin = FakeAdmin(Script(LISTED), Script(DESCRIBED))
+    answers = iter([(), ("share",), ("share",), ("share",), ("consumer", "share"), ()])
+    admin.unsupported_group_types = lambda: next(answers)
+    observer = observer_with(admin, Script(None))
+    seen = []
+    for _ in range(6):
+        observer.poll(TS)
+        seen.append(observer.unwatchable)
+    assert seen == [(), ("share",), ("share",), ("share",), ("consumer", "share"), ()]
+    said = [m for m in warnings(caplog) if "does not support" in m]
+    assert said == [f"the cluster at {CLUSTER} does not support describing share groups (its "
+                    "broker lacks the API): such groups cannot be watched there; classic "
+                    "groups are",
+                    f"the cluster at {CLUSTER} does not support describing consumer or share "
+                    "groups (its broker lacks the API): such groups cannot be watched there; "
+                    "classic groups are"]
