@@ -161,9 +161,10 @@ CLOSE_TIMEOUT_S = 30.0
 def _outbox(bootstrap_servers: str, options: KafkaClientOptions) -> Outbox:
     from confluent_kafka import Producer
 
-    producer = Producer({**PRODUCER_SETTINGS, **options.for_librdkafka(),
-                         "bootstrap.servers": bootstrap_servers})
-    return Outbox(producer, DeliveryStats(), RetryPolicy(attempts=3)).start()
+    stats = DeliveryStats()
+    producer = Producer({**PRODUCER_SETTINGS, **stats.client.settings(),
+                         **options.for_librdkafka(), "bootstrap.servers": bootstrap_servers})
+    return Outbox(producer, stats, RetryPolicy(attempts=3)).start()
 
 
 def _publish(result: Translation, outbox: Outbox | None, topic: str,

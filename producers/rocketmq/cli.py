@@ -202,9 +202,10 @@ PRODUCER_SETTINGS = {"linger.ms": 20, "message.timeout.ms": 60_000}
 def _outbox(args: ObserveRocketMQOptions) -> Outbox:
     from confluent_kafka import Producer
 
+    stats = DeliveryStats()
     settings = {"bootstrap.servers": args.bootstrap_servers, **PRODUCER_SETTINGS,
-                **args.kafka_options.for_librdkafka()}
-    return Outbox(Producer(settings), DeliveryStats(), RetryPolicy(attempts=3)).start()
+                **stats.client.settings(), **args.kafka_options.for_librdkafka()}
+    return Outbox(Producer(settings), stats, RetryPolicy(attempts=3)).start()
 
 
 def _publish(event: dict, outbox: Outbox | None, topic: str) -> None:
