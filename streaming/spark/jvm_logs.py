@@ -94,9 +94,8 @@ def write_config(directory: Path, log_format: str) -> Path:
 
 @contextlib.contextmanager
 def configured(log_format: str) -> Iterator[None]:
-    """Around the start of the JVM: it reads our configuration (a -Dlog4j2.configurationFile
-    of spark.driver.extraJavaOptions overrides it) and, in json format, writes its stdout and
-    stderr into a pipe we rewrite."""
+    """Around the start of the JVM: it reads our configuration and, in json format, writes its
+    stdout and stderr into a pipe we rewrite."""
     directory = Path(tempfile.mkdtemp(prefix="rebalance-monitor-log4j2-"))
     atexit.register(shutil.rmtree, directory, ignore_errors=True)
     os.environ[ENVIRONMENT_VARIABLE] = str(write_config(directory, log_format))
