@@ -221,6 +221,16 @@ class ApacheKafkaBroker:
             raise BrokerUnavailable("the Kafka broker is already started")
         config = self._write_config()
         self._format(config)
+        return self._launch(config)
+
+    def restart(self) -> ApacheKafkaBroker:
+        """Start again after stop(): the same ports, log directory and topics (an outage ends,
+        rather than a new broker starting)."""
+        if self._process is not None or not self.ports:
+            raise BrokerUnavailable("restart() follows a start() and a stop()")
+        return self._launch(self.workdir / "server.properties")
+
+    def _launch(self, config: Path) -> ApacheKafkaBroker:
         with (self.workdir / "stdout.log").open("ab") as output:
             self._process = subprocess.Popen(
                 self._java("kafka.Kafka", str(config)), stdin=subprocess.DEVNULL,

@@ -128,7 +128,8 @@ def main(args: ObserveKafkaOptions) -> int:
         outbox = None if args.stdout else _outbox(args.events_bootstrap_servers
                                                   or args.bootstrap_servers,
                                                   args.events_options())
-        serve_metrics(sock, CapabilityCollector(observer), *([health] if outbox is None else [health, DeliveryCollector(outbox.stats)]))
+        delivery = [] if outbox is None else [DeliveryCollector(outbox.stats)]
+        serve_metrics(sock, health, CapabilityCollector(observer), *delivery)
         return run(args, observer, outbox)
     finally:
         kafka_log.setLevel(kafka_level)
@@ -161,9 +162,10 @@ CLOSE_TIMEOUT_S = 30.0
 def _outbox(bootstrap_servers: str, options: KafkaClientOptions) -> Outbox:
     from confluent_kafka import Producer
 
-    producer = Producer({**PRODUCER_SETTINGS, **options.for_librdkafka(),
-                         "bootstrap.servers": bootstrap_servers})
-    return Outbox(producer, DeliveryStats(), RetryPolicy(attempts=3)).start()
+    stats = DeliveryStats()
+    producer = Producer({**PRODUCER_SETTINGS, **stats.client.settings(),
+                         **options.for_librdkafka(), "bootstrap.servers": bootstrap_servers})
+    return Outbox(producer, stats, RetryPolicy(attempts=3)).start()
 
 
 def _publish(result: Translation, outbox: Outbox | None, topic: str,

@@ -99,13 +99,13 @@ class RebalanceReporter:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._own_producer = producer is None
+        self.stats = DeliveryStats() if stats is None else stats
         if producer is None:
             from confluent_kafka import Producer
 
             producer = Producer({"linger.ms": 5, "message.timeout.ms": 60_000,
-                                 **producer_conf})
+                                 **self.stats.client.settings(), **producer_conf})
         self.producer = producer
-        self.stats = DeliveryStats() if stats is None else stats
         self.outbox = Outbox(producer, self.stats, RetryPolicy(attempts=3))
         self._failing = StateLog(f"rebalance reporter of group {group}", log)
 

@@ -155,7 +155,8 @@ def main(args: ObserveRocketMQOptions) -> int:
     health = PollHealth("observe-rocketmq poll", logger=log)
     observer = RocketMQObserver(admin, _options(args), health.calls)
     outbox = None if args.stdout else _outbox(args)
-    serve_metrics(sock, *([health] if outbox is None else [health, DeliveryCollector(outbox.stats)]))
+    delivery = [] if outbox is None else [DeliveryCollector(outbox.stats)]
+    serve_metrics(sock, health, *delivery)
     assumed: set[tuple[str, str]] = set()
 
     def poll_once() -> None:
@@ -202,9 +203,10 @@ PRODUCER_SETTINGS = {"linger.ms": 20, "message.timeout.ms": 60_000}
 def _outbox(args: ObserveRocketMQOptions) -> Outbox:
     from confluent_kafka import Producer
 
+    stats = DeliveryStats()
     settings = {"bootstrap.servers": args.bootstrap_servers, **PRODUCER_SETTINGS,
-                **args.kafka_options.for_librdkafka()}
-    return Outbox(Producer(settings), DeliveryStats(), RetryPolicy(attempts=3)).start()
+                **stats.client.settings(), **args.kafka_options.for_librdkafka()}
+    return Outbox(Producer(settings), stats, RetryPolicy(attempts=3)).start()
 
 
 def _publish(event: dict, outbox: Outbox | None, topic: str) -> None:

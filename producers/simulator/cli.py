@@ -287,10 +287,14 @@ def _outstanding(producer) -> int:
         return 0
 
 
-def new_producer(bootstrap: str, settings: dict | None = None):
+def new_producer(bootstrap: str, settings: dict | None = None,
+                 stats: DeliveryStats | None = None):
+    """`stats`: where the client's own errors are counted and summarised (else not)."""
     from confluent_kafka import Producer
 
-    return Producer({"bootstrap.servers": bootstrap, **PRODUCER_SETTINGS, **(settings or {})})
+    quiet = stats.client.settings() if stats is not None else {"log_level": 0}
+    return Producer({"bootstrap.servers": bootstrap, **PRODUCER_SETTINGS, **quiet,
+                     **(settings or {})})
 
 
 def produce(events, bootstrap: str, topic: str, rate: RateLimit, *,
@@ -298,7 +302,8 @@ def produce(events, bootstrap: str, topic: str, rate: RateLimit, *,
             flush_timeout_s: float = FLUSH_TIMEOUT_S) -> tuple[int, int]:
     """Produce (key, value) pairs; returns (produced, undelivered)."""
     if producer is None:
-        producer = new_producer(bootstrap)
+        stats = stats or DeliveryStats()
+        producer = new_producer(bootstrap, stats=stats)
     sender = EventProducer(producer, topic, stats, attempts).start()
     try:
         count = sender.run(events, rate)
@@ -368,8 +373,8 @@ def _main(args: SimulateOptions) -> int:
             create_topic_when_answered(args.bootstrap_servers, args.topic, args.create_topic,
                                        settings=settings)
         stats = DeliveryStats()
-        sender = EventProducer(new_producer(args.bootstrap_servers, settings), args.topic, stats,
-                               args.attempts)
+        producer = new_producer(args.bootstrap_servers, settings, stats)
+        sender = EventProducer(producer, args.topic, stats, args.attempts)
         serve_metrics(sock, DeliveryCollector(stats),
                       CountCollector("rebalance_simulator_events",
                                      "Events handed to the producer.", lambda: sender.count))

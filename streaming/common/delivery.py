@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 
 from confluent_kafka import KafkaError, KafkaException
 
+from streaming.common.client_errors import ClientErrors
 from streaming.common.faults import StateLog, cause_of
 
 log = logging.getLogger(__name__)
@@ -112,6 +113,9 @@ class DeliveryStats:
     undelivered: Counter = field(default_factory=Counter)   # given up: the record is lost
     truncated: Counter = field(default_factory=Counter)     # by topic: sent cut to fit
     delivered: Counter = field(default_factory=Counter)     # by topic
+    # The producer's client's own errors (its connections): give client.settings() to it.
+    client: ClientErrors = field(default_factory=lambda: ClientErrors("Kafka producer"),
+                                 repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _states: dict[str, StateLog] = field(default_factory=dict, repr=False)  # by topic
 

@@ -1,5 +1,6 @@
-"""rebalance_monitor_produce_* and the undelivered and truncated counts on /metrics, from a
-DeliveryStats: the job's and every producer command's delivery, shown alike."""
+"""rebalance_monitor_produce_*, the undelivered and truncated counts and the producer client's
+own errors on /metrics, from a DeliveryStats: the job's and every producer command's delivery,
+shown alike."""
 
 from __future__ import annotations
 
@@ -32,6 +33,14 @@ class DeliveryCollector(Collector):
         for topic, count in sorted(counts.truncated.items()):
             truncated.add_metric([topic], float(count))
         yield truncated
+        client = CounterMetricFamily(
+            "rebalance_monitor_producer_client_errors",
+            "Errors the producer's Kafka client reported outside any record, by cause: each "
+            "failed connection attempt to a broker counts (transport, all_brokers_down, ...).",
+            labels=["cause"])
+        for cause, count in sorted(self._stats.client.counts().items()):
+            client.add_metric([cause], float(count))
+        yield client
 
 
 def _by_topic_and_cause(name: str, doc: str, counts: dict) -> Metric:

@@ -48,7 +48,13 @@ class LogOptions:
         return self.log_level or default
 
 
+# py4j logs every call the JVM makes into Python (each micro-batch's foreachBatch) at INFO.
+QUIETED = {"py4j": logging.WARNING}
+
+
 def configure_logging(level: str, log_format: str) -> None:
+    global _format
+    _format = log_format
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT))
     root = logging.getLogger()
@@ -56,3 +62,14 @@ def configure_logging(level: str, log_format: str) -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
+    for name, quieted_level in QUIETED.items():
+        logging.getLogger(name).setLevel(quieted_level)
+    logging.captureWarnings(True)   # the warnings module's lines take the same format
+
+
+_format = "text"
+
+
+def log_format() -> str:
+    """The format configure_logging set: the JVM's logs (streaming/spark/jvm_logs.py) follow it."""
+    return _format

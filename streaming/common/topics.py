@@ -18,7 +18,9 @@ def create_topic(
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({**(client_settings or {}), "bootstrap.servers": bootstrap_servers})
+    # Its failures are the caller's to report (an exception); librdkafka's lines are not needed.
+    admin = AdminClient({"log_level": 0, **(client_settings or {}),
+                         "bootstrap.servers": bootstrap_servers})
     futures = admin.create_topics(
         [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})],
         request_timeout=timeout_s,

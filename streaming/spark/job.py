@@ -35,6 +35,7 @@ from streaming.common.delivery import DeliveryStats, Outbox, RetryPolicy
 from streaming.common.delivery_metrics import DeliveryCollector
 from streaming.common.faults import Backoff
 from streaming.common.listener import listen
+from streaming.common.logs import log_format
 from streaming.core.state.codec import CodecError
 from streaming.core.state.shard import salvage_shard
 from streaming.core.step import StepConfig, snapshot_of
@@ -51,7 +52,7 @@ from streaming.exporter.api import group_api
 from streaming.exporter.health import SourceCollector, query_restarts
 from streaming.exporter.prerender import Prerender
 from streaming.jars import spark_kafka_conf
-from streaming.spark import kafka_client
+from streaming.spark import jvm_logs, kafka_client
 from streaming.spark.batch_errors import bounded_failures
 from streaming.spark.checkpoint_files import (
     HadoopTextFile,
@@ -105,7 +106,8 @@ def build_session(config: JobConfig, master: str | None = None) -> SparkSession:
         builder = builder.config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
     if config.state_store == "rocksdb":
         builder = builder.config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
-    spark = builder.getOrCreate()
+    with jvm_logs.configured(log_format()):
+        spark = builder.getOrCreate()
     if config.shuffle_partitions is None:
         # Each state partition is one task per batch with a fixed cost (a state store commit, a
         # Python round trip), so more partitions than cores only add to every batch's duration.
@@ -185,7 +187,8 @@ PRODUCER_DEFAULTS = {"linger.ms": 20, "message.timeout.ms": 60_000,
 def make_outbox(config: JobConfig, stats: DeliveryStats) -> Outbox:
     from confluent_kafka import Producer
 
-    settings = {**PRODUCER_DEFAULTS, **config.producer_options()}
+    stats.client.what = "findings producer"
+    settings = {**PRODUCER_DEFAULTS, **stats.client.settings(), **config.producer_options()}
     max_bytes = int(settings.get("message.max.bytes", 1_000_000))
     return Outbox(Producer(settings), stats, RetryPolicy(attempts=3), max_bytes).start()
 

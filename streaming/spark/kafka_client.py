@@ -69,6 +69,7 @@ def until_answered(call, outage: StateLog, max_backoff_s: float = 30.0):
 
 def new_consumer(settings: Mapping[str, str]) -> Consumer:
     config = {
+        "log_level": 0,   # the read logs its broker's state once per change (broker_outage)
         "isolation.level": "read_uncommitted",  # as Spark's kafka source: offsets are dense
         "fetch.wait.max.ms": 50,
         **settings,

@@ -87,7 +87,7 @@ class SourceProbe:
                 self._health = SourceHealth(False, dict(self._errors), before.last_ok_seconds)
         if before.up is not (cause is None):
             if cause is None:
-                log.warning("events topic %s reachable", self._topic)
+                log.info("events topic %s reachable", self._topic)   # good news: no warning
             else:
                 log.warning("events topic %s unreachable (%s): the job waits and resumes "
                             "where it stopped", self._topic, cause)

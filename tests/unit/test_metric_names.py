@@ -8,6 +8,7 @@ import re
 from io import BytesIO
 
 import pytest
+from confluent_kafka import KafkaError
 from prometheus_client import CollectorRegistry
 
 from streaming.common.delivery import DeliveryStats
@@ -67,6 +68,7 @@ def emitted() -> set[str]:
     for counter in ("errors", "undelivered"):
         delivery.count(counter, ("dlq", "invalid_record"))
     delivery.count("truncated", "dlq")
+    delivery.client.on_error(KafkaError(KafkaError._TRANSPORT))
     restarts.labels("StreamingQueryException").inc()
     source = SourceHealth(up=False, errors={"all_brokers_down": 1})
     registry = CollectorRegistry()

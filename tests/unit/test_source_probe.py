@@ -38,7 +38,7 @@ def test_the_probe_shows_an_outage_and_its_end_and_logs_each_change_once(caplog)
     admin = FakeAdmin([None, KafkaError._TIMED_OUT, KafkaError._TIMED_OUT,
                        KafkaError._TRANSPORT, None, None])
     seen = []
-    with caplog.at_level(logging.WARNING, logger="streaming.spark.source_probe"):
+    with caplog.at_level(logging.INFO, logger="streaming.spark.source_probe"):
         for _ in range(6):
             probe.probe_once(admin)
             seen.append(probe.health().up)
