@@ -48,6 +48,7 @@ from streaming.exporter import (
 from streaming.exporter.api import group_api
 from streaming.exporter.health import SourceCollector, query_restarts
 from streaming.exporter.prerender import Prerender
+from streaming.exporter.views import PageLinks
 from streaming.jars import spark_kafka_conf
 from streaming.spark import kafka_client
 from streaming.spark.batch_errors import bounded_failures
@@ -241,7 +242,9 @@ class Monitor:
         self.registry.register(DeliveryCollector(self.delivery))
         self.registry.register(self.restarts)
         self.metrics = MetricsServer(MetricsServerConfig(config.metrics_host, config.metrics_port),
-                                     self.registry, self._group_families, group_api(self.store))
+                                     self.registry, self._group_families,
+                                     group_api(self.store, PageLinks(config.dashboard_base_url,
+                                                                     config.runbook_base_url)))
         self.query: StreamingQuery | None = None
         self._sink: BatchSink | None = None
 
