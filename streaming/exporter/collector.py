@@ -164,13 +164,15 @@ class SnapshotStore:
         self.details = GroupDetails()
         self.history = history if history is not None else GroupHistories()
 
-    def replace_group(self, metrics: GroupMetrics) -> None:
+    def replace_group(self, metrics: GroupMetrics, restored: bool = False) -> None:
+        """The group's latest metrics; `restored`: as a restart reads them from the checkpoint
+        (their counters count from before the start)."""
         if self._text is not None:
             self._text.put(metrics)
         with self._lock:
             before = self._groups.get(metrics.key)
             self._groups[metrics.key] = metrics
-        self.history.record_metrics(before, metrics)
+        self.history.record_metrics(before, metrics, restored)
 
     def remove_group(self, key: GroupKey) -> None:
         if self._text is not None:

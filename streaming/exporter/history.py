@@ -55,9 +55,10 @@ class FindingSpan(Identified):
 @dataclass(frozen=True, slots=True)
 class Rebalances:
     """Rebalances of the group after event time `after_ms` and by `at_ms` (the group's event
-    times at the batches before and after them), with the queues that changed owner."""
+    times at the batches before and after them), with the queues that changed owner.
+    `after_ms` None: since the group appeared (after the job's start)."""
 
-    after_ms: int
+    after_ms: int | None
     at_ms: int
     rebalances: int
     queue_moves: int
@@ -110,20 +111,27 @@ class GroupHistories:
             entries.append(FindingSpan(_interned(record.identity), record.since, ended))
             self._trim(kept)
 
-    def record_metrics(self, before: GroupMetrics | None, after: GroupMetrics) -> None:
-        """A group's new metrics against those it replaces: the rebalances in between. The
-        first metrics of a group since the start (restored, or new) have none to compare."""
+    def record_metrics(self, before: GroupMetrics | None, after: GroupMetrics,
+                       restored: bool = False) -> None:
+        """A group's new metrics against those it replaces (None: its first since the start):
+        the rebalances in between. A group's first metrics from the job count every rebalance
+        since it appeared; restored from the checkpoint, they count from before the start."""
         if before is None:
-            return
-        rebalances = after.rebalances_total - before.rebalances_total
-        if rebalances <= 0:       # none, or counters that restarted with a reset state
-            return
-        entry = Rebalances(before.event_time_ms, after.event_time_ms, rebalances,
-                           max(0, after.queue_moves_total - before.queue_moves_total))
+            if restored or after.rebalances_total <= 0:
+                return
+            entry = Rebalances(None, after.event_time_ms, after.rebalances_total,
+                               after.queue_moves_total)
+        else:
+            rebalances = after.rebalances_total - before.rebalances_total
+            if rebalances <= 0:       # none, or counters that restarted with a reset state
+                return
+            entry = Rebalances(before.event_time_ms, after.event_time_ms, rebalances,
+                               max(0, after.queue_moves_total - before.queue_moves_total))
         with self._lock:
             kept = self._groups.setdefault(after.key, _Kept())
             last = kept.entries[-1] if kept.entries else None
-            if (isinstance(last, Rebalances) and last.at_ms == entry.after_ms
+            if (isinstance(last, Rebalances) and last.after_ms is not None
+                    and last.at_ms == entry.after_ms
                     and entry.at_ms - last.after_ms <= REBALANCES_MERGED_MS):
                 kept.entries[-1] = Rebalances(last.after_ms, entry.at_ms,
                                               last.rebalances + entry.rebalances,

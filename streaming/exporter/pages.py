@@ -134,14 +134,19 @@ def _history_row(entry: FindingSpan | Rebalances, links: PageLinks, runbooks: bo
     if isinstance(entry, Rebalances):
         return (f'<tr class="entry rebalances"><td class="when">{_time(entry.at_ms)}</td>'
                 f'<td class="until"></td><td class="what">{_plural(entry.rebalances, "rebalance")}'
-                f", {_plural(entry.queue_moves, 'queue move')}</td><td>between "
-                f"{_time(entry.after_ms)} and {_time(entry.at_ms)}</td>"
+                f", {_plural(entry.queue_moves, 'queue move')}</td><td>{_span(entry)}</td>"
                 + ("<td></td>" if runbooks else "") + "</tr>")
     until = "still open" if entry.ended_ms is None else _time(entry.ended_ms)
     return (f'<tr class="entry finding {escape(entry.kind)}">'
             f'<td class="when">{_time(entry.started_ms)}</td><td class="until">{until}</td>'
             f'<td class="what">{escape(entry.kind)}</td><td>{_subject(entry)}</td>'
             + (_runbook_cell(links, entry.kind) if runbooks else "") + "</tr>")
+
+
+def _span(rebalances: Rebalances) -> str:
+    if rebalances.after_ms is None:
+        return f"since the group appeared, by {_time(rebalances.at_ms)}"
+    return f"between {_time(rebalances.after_ms)} and {_time(rebalances.at_ms)}"
 
 
 def _runbook_cell(links: PageLinks, kind: str) -> str:

@@ -139,7 +139,7 @@ def restore_snapshots(spark: SparkSession, checkpoint: str, store: SnapshotStore
             except CodecError:
                 unreadable += 1
                 continue
-            store.replace_group(replace(metrics, cluster=key.cluster))
+            store.replace_group(replace(metrics, cluster=key.cluster), restored=True)
             store.details.put(replace(detail, cluster=key.cluster).to_json())
             restored += 1
     if unreadable:

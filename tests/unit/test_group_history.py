@@ -72,12 +72,22 @@ def test_a_finding_that_starts_again_is_a_new_entry_and_records_seen_again_chang
 
 
 def test_rebalances_come_from_the_counters_changing_between_batches(store):
-    store.replace_group(metrics(1_000, 7, 30))  # restored or new: nothing to compare with
+    store.replace_group(metrics(1_000, 7, 30), restored=True)   # counted before the start
     store.replace_group(metrics(2_000, 7, 30))  # no rebalance in this batch
     store.replace_group(metrics(3_000, 9, 34))
     store.replace_group(metrics(4_000, 0, 0))   # a reset state starts its counters again
     store.replace_group(metrics(5_000, 1, 4))
     assert entries(store) == (Rebalances(4_000, 5_000, 1, 4), Rebalances(2_000, 3_000, 2, 4))
+
+
+def test_a_groups_first_metrics_since_the_start_count_its_rebalances_since_it_appeared(store):
+    store.replace_group(metrics(1_000, 3, 8))
+    assert entries(store) == (Rebalances(None, 1_000, 3, 8),)
+    page = page_of(store)
+    assert "3 rebalances, 8 queue moves" in page
+    assert "since the group appeared, by 1970-01-01 00:00:01.000 UTC" in page
+    store.replace_group(metrics(2_000, 4, 9))          # not merged: its start is not known
+    assert entries(store)[0] == Rebalances(1_000, 2_000, 1, 1)
 
 
 def test_entries_are_newest_first_findings_and_rebalances_together(store):
@@ -126,7 +136,7 @@ def page_of(store: SnapshotStore, links: PageLinks = NO_LINKS) -> str:
 
 
 def test_an_empty_history_says_it_starts_at_the_jobs_start(store):
-    store.replace_group(metrics(1_000, 3, 9))
+    store.replace_group(metrics(1_000, 3, 9), restored=True)
     page = page_of(store)
     assert "Recent history" in page
     assert "since it started, 2023-11-14 22:13:20.000 UTC" in page
@@ -225,8 +235,8 @@ def test_with_base_urls_the_page_links_the_dashboard_and_each_findings_runbook(d
     group = call(group_api(doubled, links),
                  "/api/v1/groups/rocketmq/eu%2F1/a%26b%20%3C%22x%22%3E").json()
     assert group["dashboard_url"] == dashboard
-    assert {e["kind"]: e["runbook_url"] for e in group["history"]["entries"]}[
-        "orphaned_queue"] == f"{RUNBOOKS}#rebalanceorphanedqueues"
+    assert {e["kind"]: e["runbook_url"] for e in group["history"]["entries"]
+            if e["type"] == "finding"}["orphaned_queue"] == f"{RUNBOOKS}#rebalanceorphanedqueues"
 
 
 def test_the_links_are_escaped_in_the_page(doubled):
