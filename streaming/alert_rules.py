@@ -24,6 +24,7 @@ from pathlib import Path
 from streaming.common import option_values as values
 from streaming.common.options import add_arguments as add_options
 from streaming.common.options import option
+from streaming.common.runbooks import runbook_url
 
 SHIPPED_RULES = (Path(__file__).resolve().parents[1] / "dashboards" / "prometheus" / "rules"
                  / "rebalance-alerts.yml")
@@ -84,7 +85,7 @@ def with_runbook_base_url(rules_text: str, base_url: str) -> tuple[str, int]:
     ...                       "https://wiki.example.com/m")
     ('    runbook_url: https://wiki.example.com/m#rebalancestorm\\n', 1)
     """
-    return _RUNBOOK_URL.subn(lambda m: f"{m['key']}{base_url}#{m['anchor']}", rules_text)
+    return _RUNBOOK_URL.subn(lambda m: m["key"] + runbook_url(base_url, m["anchor"]), rules_text)
 
 
 def with_group_page_base_url(rules_text: str, base_url: str) -> tuple[str, int]:

@@ -1,7 +1,8 @@
 """The group API and pages: read-only, on the same HTTP server as /metrics (docs/api.md).
 
     GET /api/v1/groups                               every group, those in trouble first
-    GET /api/v1/groups/<system>/<cluster>/<group>    one group: queues, members, open findings
+    GET /api/v1/groups/<system>/<cluster>/<group>    one group: queues, members, open findings,
+                                                     recent history
     GET /groups                                      the list as a page
     GET /groups/<system>/<cluster>/<group>           the group as a page
 
@@ -24,13 +25,16 @@ import json
 from collections.abc import Callable
 from urllib.parse import unquote
 
-from streaming.core.contract import GroupKey, MemberRef
+from streaming.core.contract import GroupKey, Identified, MemberRef
 from streaming.exporter import pages
+from streaming.exporter.history import FindingSpan, GroupHistory, Rebalances
 from streaming.exporter.views import (
     API_PREFIX,
+    NO_LINKS,
     PAGE_PREFIX,
     GroupRow,
     GroupView,
+    PageLinks,
     conflicted_queues,
     group_path,
     group_rows,
@@ -64,13 +68,16 @@ def row_json(row: GroupRow) -> dict:
             "url": group_path(API_PREFIX, row.key), "page": group_path(PAGE_PREFIX, row.key)}
 
 
-def group_json(view: GroupView) -> dict:
-    key, detail = view.key, view.detail
+def group_json(view: GroupView, links: PageLinks = NO_LINKS) -> dict:
+    key, detail, metrics = view.key, view.detail, view.metrics
     out = {"system": key.system, "cluster": key.cluster, "group": key.group,
            "status": view.status, "stale": view.stale,
-           "event_time_ms": view.metrics.event_time_ms, "members": view.metrics.members,
-           "assignor": view.metrics.assignor, "group_type": view.metrics.group_type,
-           "page": group_path(PAGE_PREFIX, key)}
+           "event_time_ms": metrics.event_time_ms, "members": metrics.members,
+           "assignor": metrics.assignor, "group_type": metrics.group_type,
+           "rebalances_total": metrics.rebalances_total,
+           "queue_moves_total": metrics.queue_moves_total,
+           "page": group_path(PAGE_PREFIX, key), "dashboard_url": links.dashboard(key),
+           "history": history_json(view.history, links)}
     if detail is None:
         return {**out, "detail": None,
                 "note": "the group's detail has not arrived yet: nothing is known to be fine"}
@@ -89,11 +96,28 @@ def group_json(view: GroupView) -> dict:
                               {t: [list(q) for q in qs] for t, qs in m.view_queues.items()}},
                      "owned": None if m.owned is None else [list(o) for o in m.owned],
                      "brokers": list(m.brokers)} for m in detail.members],
-        "findings": [{"kind": f.kind, "since_ms": f.since, "topic": f.topic,
-                      "queue": None if f.queue is None else list(f.queue),
-                      "clients": list(f.clients), "address": f.address,
-                      "brokers": list(f.brokers), "detail": f.detail}
-                     for f in detail.findings]}}
+        "findings": [{**_subject(f), "since_ms": f.since, "detail": f.detail,
+                      "runbook_url": links.runbook(f.kind)} for f in detail.findings]}}
+
+
+def history_json(history: GroupHistory, links: PageLinks) -> dict:
+    return {"kept_since_ms": history.kept_since_ms, "dropped": history.dropped,
+            "entries": [_entry(entry, links) for entry in history.entries]}
+
+
+def _entry(entry: FindingSpan | Rebalances, links: PageLinks) -> dict:
+    if isinstance(entry, Rebalances):
+        return {"type": "rebalances", "after_ms": entry.after_ms, "at_ms": entry.at_ms,
+                "rebalances": entry.rebalances, "queue_moves": entry.queue_moves}
+    return {"type": "finding", **_subject(entry), "started_ms": entry.started_ms,
+            "ended_ms": entry.ended_ms, "runbook_url": links.runbook(entry.kind)}
+
+
+def _subject(finding: Identified) -> dict:
+    return {"kind": finding.kind, "topic": finding.topic,
+            "queue": None if finding.queue is None else list(finding.queue),
+            "clients": list(finding.clients), "address": finding.address,
+            "brokers": list(finding.brokers)}
 
 
 def _owners(refs: tuple[MemberRef, ...]) -> list[dict]:
@@ -116,8 +140,9 @@ def _json(status: str, data, headers=()) -> Answer:
     return Answer(status, JSON_TYPE, json.dumps(data, ensure_ascii=False).encode(), headers)
 
 
-def group_api(store):
-    """The WSGI app over a SnapshotStore (collector.py): its groups, details and health."""
+def group_api(store, links: PageLinks = NO_LINKS):
+    """The WSGI app over a SnapshotStore (collector.py): its groups, details, histories and
+    health; `links` to the operator's Grafana and runbooks, where given."""
 
     def views() -> tuple[list[GroupRow], set[GroupKey]]:
         stale = set(store.health().stale_groups)
@@ -130,7 +155,7 @@ def group_api(store):
             return None
         stale = key in set(store.health().stale_groups)
         return GroupView(key, status_of(store.details.summary(key), stale), stale, metrics,
-                         store.details.get(key))
+                         store.details.get(key), store.history.get(key))
 
     def answer(method: str, path: str, query: str) -> Answer:
         if method not in ("GET", "HEAD"):
@@ -144,17 +169,17 @@ def group_api(store):
             rows, _ = views()
             return Answer("200 OK", HTML_TYPE,
                           pages.groups_page(rows, show_all="all=1" in query.split("&")).encode())
-        for prefix, render in ((API_PREFIX + "/", None), (PAGE_PREFIX + "/", pages.group_page)):
+        for prefix, as_page in ((API_PREFIX + "/", False), (PAGE_PREFIX + "/", True)):
             if path.startswith(prefix):
                 view = view_of(path[len(prefix):])
                 if view is None:
                     message = f"no group {path[len(prefix):]}"
-                    if render is None:
+                    if not as_page:
                         return _json("404 Not Found", {"error": message})
                     return Answer("404 Not Found", HTML_TYPE, pages.not_found(message).encode())
-                if render is None:
-                    return _json("200 OK", group_json(view))
-                return Answer("200 OK", HTML_TYPE, render(view).encode())
+                if not as_page:
+                    return _json("200 OK", group_json(view, links))
+                return Answer("200 OK", HTML_TYPE, pages.group_page(view, links).encode())
         return _json("404 Not Found", {"error": f"no such endpoint {path}"})
 
     def app(environ, start_response):

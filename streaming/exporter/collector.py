@@ -25,6 +25,7 @@ from prometheus_client.registry import Collector
 
 from streaming.core.contract import RESET_CAUSES, FindingRecord, GroupKey, GroupMetrics
 from streaming.exporter.details import GroupDetails
+from streaming.exporter.history import GroupHistories
 
 GROUP_LABELS = ["system", "group", "cluster"]
 
@@ -150,21 +151,28 @@ class GroupText(Protocol):
 class SnapshotStore:
     """Thread-safe latest metrics per (system, group), plus job health. Written by the job's
     foreachBatch on the driver, read by the scrape thread. A `text` is kept up to date with the
-    groups; `details` holds each group's latest detail (the group API's), removed with it."""
+    groups; `details` holds each group's latest detail and `history` its recent findings and
+    rebalances (the group API's), both removed with it."""
 
-    def __init__(self, text: GroupText | None = None) -> None:
+    def __init__(self, text: GroupText | None = None,
+                 history: GroupHistories | None = None) -> None:
         self._lock = threading.Lock()
         self._text = text
         self._groups: dict[GroupKey, GroupMetrics] = {}
         self._health = JobHealth()
         self._recent_findings: deque[FindingRecord] = deque(maxlen=200)
         self.details = GroupDetails()
+        self.history = history if history is not None else GroupHistories()
 
-    def replace_group(self, metrics: GroupMetrics) -> None:
+    def replace_group(self, metrics: GroupMetrics, restored: bool = False) -> None:
+        """The group's latest metrics; `restored`: as a restart reads them from the checkpoint
+        (their counters count from before the start)."""
         if self._text is not None:
             self._text.put(metrics)
         with self._lock:
+            before = self._groups.get(metrics.key)
             self._groups[metrics.key] = metrics
+        self.history.record_metrics(before, metrics, restored)
 
     def remove_group(self, key: GroupKey) -> None:
         if self._text is not None:
@@ -172,6 +180,7 @@ class SnapshotStore:
         with self._lock:
             self._groups.pop(key, None)
         self.details.remove(key)
+        self.history.remove(key)
 
     def update_health(self, **changes) -> None:
         """Change some JobHealth fields; the sink and the progress listener each own theirs."""
@@ -179,9 +188,11 @@ class SnapshotStore:
             self._health = replace(self._health, **changes)
 
     def record_finding(self, record: FindingRecord) -> None:
-        """Keep the latest finding records (started / ended) for live views such as the demo."""
+        """Keep the latest finding records (started / ended) for live views such as the demo,
+        and in the group's history."""
         with self._lock:
             self._recent_findings.append(record)
+        self.history.record_finding(record)
 
     def recent_findings(self, limit: int = 20) -> list[FindingRecord]:
         with self._lock:

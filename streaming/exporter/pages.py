@@ -14,12 +14,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from html import escape
 
-from streaming.core.contract import GroupDetail, MemberDetail, MemberRef, OpenFinding
+from streaming.core.contract import GroupDetail, Identified, MemberDetail, MemberRef, OpenFinding
+from streaming.exporter.history import FindingSpan, Rebalances
 from streaming.exporter.views import (
     API_PREFIX,
+    NO_LINKS,
     PAGE_PREFIX,
     GroupRow,
     GroupView,
+    PageLinks,
     conflicted_queues,
     group_path,
 )
@@ -65,23 +68,27 @@ def groups_page(rows: list[GroupRow], show_all: bool = False) -> str:
     return _document("Consumer groups", "".join(lines))
 
 
-def group_page(view: GroupView) -> str:
+def group_page(view: GroupView, links: PageLinks = NO_LINKS) -> str:
     key, detail = view.key, view.detail
+    dashboard = links.dashboard(key)
     head = (f"<p>{escape(key.system)} group <b>{escape(key.group)}</b> in cluster "
             f"<b>{escape(key.cluster)}</b>: {_status_cell(view.status, view.stale, 'span')}, "
             f"{view.metrics.members} members, latest event {_time(view.metrics.event_time_ms)}. "
             f"<a href=\"{PAGE_PREFIX}\">All groups</a> · "
-            f"<a href=\"{escape(group_path(API_PREFIX, key))}\">JSON</a></p>")
+            f"<a href=\"{escape(group_path(API_PREFIX, key))}\">JSON</a>"
+            + (f' · <a class="dashboard" href="{escape(dashboard)}">Grafana dashboard</a>'
+               if dashboard else "") + "</p>")
     if view.stale:
         head += ('<p class="banner stale">This group\'s cluster is silent: its producers send '
                  "nothing, so the group is shown as it was when they stopped. It may have "
                  "changed since.</p>")
+    history = _history(view, links)
     if detail is None:
         return _document(f"Group {key.group}", head + (
             '<p class="banner unknown">The group\'s detail has not arrived yet: its queues, '
-            "members and findings are not known. This is not an all-clear.</p>"))
-    body = (_findings(detail.findings, view.metrics.event_time_ms) + _queues(detail)
-            + _members(detail.members))
+            "members and findings are not known. This is not an all-clear.</p>") + history)
+    body = (_findings(detail.findings, view.metrics.event_time_ms, links) + history
+            + _queues(detail) + _members(detail.members))
     return _document(f"Group {key.group}", head + body)
 
 
@@ -90,15 +97,67 @@ def not_found(message: str) -> str:
                                   "</p>")
 
 
-def _findings(findings: tuple[OpenFinding, ...], event_time_ms: int) -> str:
+def _findings(findings: tuple[OpenFinding, ...], event_time_ms: int, links: PageLinks) -> str:
     if not findings:
         return "<h2>Open findings</h2><p>None open.</p>"
+    runbooks = links.runbook_base_url is not None
     rows = "".join(
         f'<tr class="finding {escape(f.kind)}"><td>{escape(f.kind)}</td><td>{_subject(f)}</td>'
         f"<td>{_time(f.since)}</td><td>{_age(event_time_ms - f.since)}</td>"
-        f"<td>{_mapping(f.detail)}</td></tr>" for f in findings)
+        f"<td>{_mapping(f.detail)}</td>"
+        + (_runbook_cell(links, f.kind) if runbooks else "") + "</tr>" for f in findings)
     return ("<h2>Open findings</h2><table><tr><th>Kind</th><th>Subject</th><th>Since</th>"
-            f"<th>Open for (to the latest event)</th><th>Detail</th></tr>{rows}</table>")
+            "<th>Open for (to the latest event)</th><th>Detail</th>"
+            + ("<th>Runbook</th>" if runbooks else "") + f"</tr>{rows}</table>")
+
+
+def _history(view: GroupView, links: PageLinks) -> str:
+    history, metrics = view.history, view.metrics
+    intro = (f"<p>{metrics.rebalances_total} rebalances and {metrics.queue_moves_total} queue "
+             "moves in all (the group's counters). Below, newest first: the findings and "
+             f"rebalances the job has seen since it started, {_time(history.kept_since_ms)}; "
+             "a restart starts this history afresh, so what came before is not listed here"
+             + (" (an open finding is listed above with its start)" if view.detail else "")
+             + ("; older entries were let go, the last of each kind are kept"
+                if history.dropped else "") + ".</p>")
+    if not history.entries:
+        return (f'<h2>Recent history</h2>{intro}<p class="history-empty">No finding has started '
+                "or ended and the group has not rebalanced since the job started.</p>")
+    runbooks = links.runbook_base_url is not None
+    rows = "".join(_history_row(entry, links, runbooks) for entry in history.entries)
+    return (f'<h2>Recent history</h2>{intro}<table class="history"><tr><th>When</th>'
+            "<th>Until</th><th>What</th><th>Subject</th>"
+            + ("<th>Runbook</th>" if runbooks else "") + f"</tr>{rows}</table>")
+
+
+def _history_row(entry: FindingSpan | Rebalances, links: PageLinks, runbooks: bool) -> str:
+    if isinstance(entry, Rebalances):
+        return (f'<tr class="entry rebalances"><td class="when">{_time(entry.at_ms)}</td>'
+                f'<td class="until"></td><td class="what">{_plural(entry.rebalances, "rebalance")}'
+                f", {_plural(entry.queue_moves, 'queue move')}</td><td>{_span(entry)}</td>"
+                + ("<td></td>" if runbooks else "") + "</tr>")
+    until = "still open" if entry.ended_ms is None else _time(entry.ended_ms)
+    return (f'<tr class="entry finding {escape(entry.kind)}">'
+            f'<td class="when">{_time(entry.started_ms)}</td><td class="until">{until}</td>'
+            f'<td class="what">{escape(entry.kind)}</td><td>{_subject(entry)}</td>'
+            + (_runbook_cell(links, entry.kind) if runbooks else "") + "</tr>")
+
+
+def _span(rebalances: Rebalances) -> str:
+    if rebalances.after_ms is None:
+        return f"since the group appeared, by {_time(rebalances.at_ms)}"
+    return f"between {_time(rebalances.after_ms)} and {_time(rebalances.at_ms)}"
+
+
+def _runbook_cell(links: PageLinks, kind: str) -> str:
+    url = links.runbook(kind)
+    if url is None:
+        return "<td><i>none</i></td>"
+    return f'<td><a class="runbook" href="{escape(url)}">runbook</a></td>'
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
 def _queues(detail: GroupDetail) -> str:
@@ -173,7 +232,7 @@ def _owner_list(refs: tuple[MemberRef, ...]) -> str:
         for cid, addr in refs) + "</ul>"
 
 
-def _subject(finding: OpenFinding) -> str:
+def _subject(finding: Identified) -> str:
     parts = []
     if finding.topic is not None:
         parts.append(f"topic {finding.topic}")

@@ -1,9 +1,11 @@
 """What the group API and its pages both show (api.py answers JSON, pages.py HTML): a row of the
-group list, a group's view, their status and paths.
+group list, a group's view, their status, paths and links.
 
     >>> from streaming.core.contract import GroupKey
     >>> group_path(PAGE_PREFIX, GroupKey("kafka", "orders/eu", "prod-1"))
     '/groups/kafka/prod-1/orders%2Feu'
+    >>> PageLinks("https://grafana.example.com/").dashboard(GroupKey("kafka", "a b", "prod"))
+    'https://grafana.example.com/d/rebalance-group?var-system=kafka&var-cluster=prod&var-group=a%20b'
 """
 
 from __future__ import annotations
@@ -12,14 +14,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import quote
 
+from streaming.common.runbooks import finding_runbook_url
 from streaming.core.contract import GroupDetail, GroupKey, GroupMetrics
 from streaming.core.findings import CONFLICT_KINDS
 from streaming.exporter.details import DetailSummary
+from streaming.exporter.history import GroupHistory
 
 API_PREFIX = "/api/v1/groups"
 PAGE_PREFIX = "/groups"
 # trouble: open findings; unknown: no detail yet; stale: its cluster is silent, shown as it was.
 STATUS_ORDER = {"trouble": 0, "unknown": 1, "stale": 2, "ok": 3}
+# The group dashboard (dashboards/grafana/dashboards/rebalance-group.json): its uid, and the
+# template variables that pick one group.
+GROUP_DASHBOARD_UID = "rebalance-group"
+GROUP_DASHBOARD_VARIABLES = ("system", "cluster", "group")
 
 
 @dataclass(frozen=True)
@@ -38,13 +46,38 @@ class GroupRow:
 @dataclass(frozen=True)
 class GroupView:
     """One group as its page shows it: the latest metrics, the latest detail (None: not arrived
-    yet), and whether its cluster is silent."""
+    yet), whether its cluster is silent, and its recent history."""
 
     key: GroupKey
     status: str
     stale: bool
     metrics: GroupMetrics
     detail: GroupDetail | None
+    history: GroupHistory
+
+
+@dataclass(frozen=True)
+class PageLinks:
+    """Where the pages link out to, when the operator gives it: Grafana (the group dashboard)
+    and their copy of docs/metrics.md (a finding's runbook)."""
+
+    dashboard_base_url: str | None = None
+    runbook_base_url: str | None = None
+
+    def dashboard(self, key: GroupKey) -> str | None:
+        if self.dashboard_base_url is None:
+            return None
+        query = "&".join(f"var-{name}={quote(getattr(key, name), safe='')}"
+                         for name in GROUP_DASHBOARD_VARIABLES)
+        return f"{self.dashboard_base_url.rstrip('/')}/d/{GROUP_DASHBOARD_UID}?{query}"
+
+    def runbook(self, kind: str) -> str | None:
+        if self.runbook_base_url is None:
+            return None
+        return finding_runbook_url(self.runbook_base_url, kind)
+
+
+NO_LINKS = PageLinks()
 
 
 def status_of(summary: DetailSummary | None, stale: bool) -> str:

@@ -141,6 +141,15 @@ class JobConfig:
     max_client_series: int = option("cap on rebalance_client_queues series per group",
                                     values.non_negative, default=500, metavar="N",
                                     group=METRICS)
+    dashboard_base_url: str | None = option(
+        "where operators reach Grafana, e.g. https://grafana.example.com: each group page links "
+        "its group dashboard there", values.absolute_url, default=None, metavar="URL",
+        shown_default="no link", group=METRICS)
+    runbook_base_url: str | None = option(
+        "where operators read docs/metrics.md, e.g. "
+        "https://wiki.example.com/rebalance/metrics.md: each finding on a group page links its "
+        "runbook section there", values.absolute_url, default=None, metavar="URL",
+        shown_default="no link", group=METRICS)
     trigger_interval_ms: int = option(
         "time between micro-batches (Spark's processing-time trigger); keep it at or above "
         "the batch duration", _positive, default=2_000, metavar="MS", group=SPARK)

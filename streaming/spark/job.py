@@ -51,6 +51,7 @@ from streaming.exporter import (
 from streaming.exporter.api import group_api
 from streaming.exporter.health import SourceCollector, query_restarts
 from streaming.exporter.prerender import Prerender
+from streaming.exporter.views import PageLinks
 from streaming.jars import spark_kafka_conf
 from streaming.spark import jvm_logs, kafka_client
 from streaming.spark.batch_errors import bounded_failures
@@ -148,7 +149,7 @@ def restore_snapshots(spark: SparkSession, checkpoint: str, store: SnapshotStore
             except CodecError:
                 unreadable += 1
                 continue
-            store.replace_group(replace(metrics, cluster=key.cluster))
+            store.replace_group(replace(metrics, cluster=key.cluster), restored=True)
             store.details.put(replace(detail, cluster=key.cluster).to_json())
             restored += 1
     if unreadable:
@@ -253,7 +254,9 @@ class Monitor:
         self.registry.register(DeliveryCollector(self.delivery))
         self.registry.register(self.restarts)
         self.metrics = MetricsServer(MetricsServerConfig(config.metrics_host, config.metrics_port),
-                                     self.registry, self._group_families, group_api(self.store),
+                                     self.registry, self._group_families,
+                                     group_api(self.store, PageLinks(config.dashboard_base_url,
+                                                                     config.runbook_base_url)),
                                      metrics_socket)
         self.query: StreamingQuery | None = None
         self._sink: BatchSink | None = None

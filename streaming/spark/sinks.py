@@ -105,7 +105,7 @@ class BatchSink:
         self._held_details: dict[GroupKey, bytes] = {}
         for frozen in self._liveness.frozen.values():   # a restart shows them as they were
             if frozen.shown is not None:
-                self._store.replace_group(GroupMetrics.from_json(frozen.shown))
+                self._store.replace_group(GroupMetrics.from_json(frozen.shown), restored=True)
         self._publish_health()
 
     def close(self, timeout_s: float = 10.0) -> None:

@@ -1,6 +1,7 @@
 """The group page in a real headless chromium, over the real demo (`rebalance-monitor demo`: a
 real broker, the simulated fleet, local Spark): a live double assignment shows there, its
-queues marked, each with both owners. The page is kept as a screenshot in build/test-artifacts.
+queues marked, each with both owners, and in the page's recent history with its start time.
+The page is kept as a screenshot in build/test-artifacts.
 """
 
 import json
@@ -12,6 +13,7 @@ import sys
 import threading
 import time
 import urllib.request
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -42,6 +44,7 @@ def test_the_group_page_shows_a_live_double_assignments_queues_and_both_owners(t
         with headless_chromium(tmp_path) as driver:
             rows = _doubled_rows_in_browser(driver, base + group["page"], doubled,
                                             started + 300)
+            opened, history = _open_doubles_in_history(driver, base, group, started + 360)
             screenshot = keep(driver, "group-page-double-assignment")
         assert screenshot.stat().st_size > 0
         for queue, owners in doubled.items():
@@ -49,6 +52,9 @@ def test_the_group_page_shows_a_live_double_assignments_queues_and_both_owners(t
             # Both owners, each as its client id and its address (they share the client id).
             assert owners <= rows[queue], (queue, owners, rows[queue])
             assert len(owners) >= 2
+        # The job started with the demo: its history holds each open double assignment from
+        # its start, still open, as the API's open findings date it.
+        assert opened and opened <= history, (opened, history)
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGINT)
@@ -115,3 +121,32 @@ def _doubled_rows_in_browser(driver, url: str, expected: dict, deadline: float) 
             return rows
         time.sleep(1)
     return rows
+
+
+def _utc(ms: int) -> str:
+    """A time as the pages write it."""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.") + \
+        f"{ms % 1000:03d} UTC"
+
+
+def _open_doubles_in_history(driver, base: str, group: dict, deadline: float):
+    """Load the page until its history lists every double assignment the API says is open, by
+    its start: (the starts of the open ones, the starts of the history's still open ones)."""
+    from selenium.webdriver.common.by import By
+
+    opened: set[str] = set()
+    listed: set[str] = set()
+    while time.monotonic() < deadline:
+        findings = (_get(base + group["url"])["detail"] or {}).get("findings", ())
+        opened = {_utc(f["since_ms"]) for f in findings if f["kind"] == "double_assignment"}
+        driver.get(base + group["page"])
+        heading = [h.text for h in driver.find_elements(By.TAG_NAME, "h2")]
+        assert "Recent history" in heading, heading
+        listed = {row.find_element(By.CSS_SELECTOR, "td.when").text
+                  for row in driver.find_elements(
+                      By.CSS_SELECTOR, "table.history tr.entry.finding.double_assignment")
+                  if row.find_element(By.CSS_SELECTOR, "td.until").text == "still open"}
+        if opened and opened <= listed:
+            return opened, listed
+        time.sleep(1)
+    return opened, listed

@@ -19,6 +19,14 @@ import pytest
 import yaml
 
 from streaming.alert_rules import with_runbook_base_url
+from streaming.common.runbooks import (
+    FINDING_ALERTS,
+    WITHOUT_RUNBOOK,
+    alert_anchor,
+    finding_runbook_url,
+    runbook_url,
+)
+from streaming.core.findings import KINDS
 from tests.unit.metric_contract import (
     CONTRACT_METRICS,
     REPO,
@@ -153,7 +161,7 @@ def test_every_required_alert_exists_with_severity_for_and_operator_text():
             annotations = rule["annotations"]
             assert set(annotations) - {"group_page_url"} == {"summary", "description",
                                                               "runbook_url"}, name
-            assert annotations["runbook_url"] == f"{SHIPPED_RUNBOOK_BASE}#{name.lower()}"
+            assert annotations["runbook_url"] == runbook_url(SHIPPED_RUNBOOK_BASE, alert_anchor(name))
             assert len(annotations["description"]) > 150, f"{name}: say what to do"
 
 
@@ -195,6 +203,20 @@ def test_every_runbook_url_is_absolute_and_lands_on_a_heading_of_the_metrics_doc
         url = urllib.parse.urlsplit(rule["annotations"]["runbook_url"])
         assert url.scheme == "https" and url.netloc, rule["alert"]
         assert url.fragment in anchors, (rule["alert"], url.fragment)
+
+
+def test_every_finding_kind_has_its_alerts_runbook_or_is_known_to_have_none():
+    """The group page links each finding to its runbook (streaming/common/runbooks.py): a new
+    kind must be given an alert's section, or be said to have none."""
+    kinds = set(KINDS)
+    assert set(FINDING_ALERTS) | WITHOUT_RUNBOOK == kinds
+    assert not set(FINDING_ALERTS) & WITHOUT_RUNBOOK
+    anchors = heading_anchors(METRICS_DOC.read_text())
+    shipped = {rule["alert"]: rule["annotations"]["runbook_url"] for rule in alerts()}
+    for kind, alert in FINDING_ALERTS.items():
+        url = finding_runbook_url(SHIPPED_RUNBOOK_BASE, kind)
+        assert url == shipped[alert], kind          # the very link the alert carries
+        assert urllib.parse.urlsplit(url).fragment in anchors, kind
 
 
 def test_heading_anchors_follow_the_renderers_rule():

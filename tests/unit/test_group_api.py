@@ -2,41 +2,20 @@
 sink fills it: routing, the JSON, the HTML, and never an all-clear for what is not known."""
 
 import json
-from dataclasses import replace
-from html.parser import HTMLParser
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 from streaming.core.contract import GroupKey
-from streaming.core.step import step
 from streaming.exporter import SnapshotStore
 from streaming.exporter.api import call, group_api
 from streaming.exporter.server import metrics_app
-from tests.unit.state_helpers import group_metrics, hb, parsed, route
+from tests.unit.page_helpers import Rows, collision, fine, put_stepped
+from tests.unit.state_helpers import group_metrics, hb, route
 
 pytestmark = pytest.mark.unit
 
 DOUBLED = GroupKey("rocketmq", "orders/eu", "prod")
-
-
-def put_stepped(store: SnapshotStore, raws, key: GroupKey) -> None:
-    """A group as the sink stores it: the step's metrics and detail under the group's key."""
-    out = step(None, parsed(raws))
-    names = {"system": key.system, "group": key.group, "cluster": key.cluster}
-    store.replace_group(replace(out.metrics, **names))
-    store.details.put(replace(out.detail, **names).to_json())
-
-
-def collision() -> list[dict]:
-    """Two processes share client id c1: both take queues 0 and 1 of T (the first slot's
-    share), c2 takes 3 (the third slot's), and the second slot's, queue 2, is orphaned."""
-    return [route("T", brokers={"b": 4}), hb("c1", ["T"], address="10.0.0.1:1"),
-            hb("c1", ["T"], address="10.0.0.2:1"), hb("c2", ["T"], address="10.0.0.3:1")]
-
-
-def fine() -> list[dict]:
-    return [route("T", brokers={"b": 2}), hb("c1", ["T"]), hb("c2", ["T"])]
 
 
 @pytest.fixture
@@ -86,31 +65,6 @@ def test_a_groups_detail_has_every_queue_with_both_owners_and_every_member(store
     assert kinds == ["client_id_collision", "double_assignment", "double_assignment",
                      "orphaned_queue"]
     assert all(isinstance(f["since_ms"], int) for f in group["detail"]["findings"])
-
-
-class Rows(HTMLParser):
-    """The rows of the page's tables: (class of the tr, texts of its cells)."""
-
-    def __init__(self, html: str) -> None:
-        super().__init__()
-        self.rows: list[tuple[str, list[str]]] = []
-        self._cell: list[str] | None = None
-        self.feed(html)
-
-    def handle_starttag(self, tag, attrs):
-        if tag == "tr":
-            self.rows.append((dict(attrs).get("class") or "", []))
-        elif tag in ("td", "th"):
-            self._cell = []
-
-    def handle_endtag(self, tag):
-        if tag in ("td", "th") and self._cell is not None:
-            self.rows[-1][1].append("".join(self._cell).strip())
-            self._cell = None
-
-    def handle_data(self, data):
-        if self._cell is not None:
-            self._cell.append(data)
 
 
 def test_the_page_marks_the_double_assigned_queues_and_lists_both_owners(store):

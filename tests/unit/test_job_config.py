@@ -45,6 +45,8 @@ DEFAULTS = {
     "--reorder-window-ms": 10_000,
     "--client-metrics": True,
     "--max-client-series": 500,
+    "--dashboard-base-url": None,
+    "--runbook-base-url": None,
     "--shuffle-partitions": None,
     "--state-shards": None,
     "--state-store": "rocksdb",
@@ -78,6 +80,8 @@ GOOD = {
     "reorder_window_ms": ("5000", 5_000),
     "client_metrics": ("no", False),
     "max_client_series": ("50", 50),
+    "dashboard_base_url": ("https://grafana.example.com", "https://grafana.example.com"),
+    "runbook_base_url": ("https://wiki.example.com/m.md", "https://wiki.example.com/m.md"),
     "shuffle_partitions": ("4", 4),
     "state_shards": ("64", 64),
     "state_store": ("hdfs", "hdfs"),
@@ -104,6 +108,8 @@ BAD = {
     "reorder_window_ms": ("", "whole number"),
     "client_metrics": ("enabled", "on or off"),
     "max_client_series": ("many", "whole number"),
+    "dashboard_base_url": ("grafana.example.com", "absolute http(s) URL"),
+    "runbook_base_url": ("https://wiki.example.com/m.md#top", "without '#'"),
     "shuffle_partitions": ("-1", "positive whole number or auto"),
     "state_shards": ("0", "positive whole number or auto"),
     "state_store": ("memory", "one of rocksdb, hdfs"),
@@ -242,7 +248,8 @@ def test_a_variable_is_its_flags_default_and_the_flag_wins(monkeypatch, name):
         assert parser().parse_args([]).config.bootstrap_servers == value
         return
     assert getattr(parse(), name) == value
-    if name not in ("kafka_options", "master"):   # neither has a text for its default
+    # None of these has a text for its default.
+    if name not in ("kafka_options", "master", "dashboard_base_url", "runbook_base_url"):
         default = DEFAULTS[flag_of(each)]
         assert getattr(parse(flag_of(each), DEFAULT_TEXT.get(name, str(default))), name) == default
 
