@@ -324,6 +324,9 @@ def test_every_command_parses_its_arguments_and_credentials_come_from_secrets(he
     job = parsed(found["job"]["args"], found["job"]["env"])
     assert ("sasl.password", "<rebalance-monitor-kafka/password>") in job["kafka_options"].settings
     assert (job["master"], job["checkpoint"]) == ("local[4]", "/var/lib/rebalance-monitor/checkpoint")
+    # The group pages link where the alerts do, and to Grafana.
+    assert (job["runbook_base_url"], job["dashboard_base_url"]) == (
+        "https://wiki.example.com/rebalance/metrics.md", "https://grafana.example.com")
     rocketmq = parsed(found["observe-rocketmq"]["args"], found["observe-rocketmq"]["env"])
     assert (rocketmq["command"], rocketmq["cluster"], rocketmq["namesrv"]) == (
         "observe-rocketmq", "prod-rocketmq", "10.0.0.1:9876;10.0.0.2:9876")

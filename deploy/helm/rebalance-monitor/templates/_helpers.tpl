@@ -154,3 +154,15 @@ securityContext:
 
 {{/* The metrics port's name everywhere: the container's, the Service's and the monitors'. */}}
 {{- define "rebalance-monitor.metricsPortName" -}}metrics{{- end }}
+
+{{/* The group pages' links: the runbook base is the one the alerts link to. */}}
+{{- define "rebalance-monitor.pageLinkArgs" -}}
+{{- with .Values.prometheusRule.runbookBaseUrl }}
+- --runbook-base-url
+- {{ . | quote }}
+{{- end }}
+{{- with .Values.job.dashboardBaseUrl }}
+- --dashboard-base-url
+- {{ . | quote }}
+{{- end }}
+{{- end }}
