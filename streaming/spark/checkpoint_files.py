@@ -40,7 +40,14 @@ class LocalTextFile:
 
 
 class HadoopTextFile:
-    """A text file at a Hadoop URI, written to a temporary name and renamed over the target."""
+    """A text file at a Hadoop URI, written to a temporary name and renamed into place.
+
+    Hadoop's rename over an existing file deletes the target first, then moves the new one
+    (AbstractFileSystem.renameInternal: "non-atomic" on the local file system): a process
+    killed between the two left no file, and the job's counters started again from zero. So
+    the file in place is first moved aside to `.old` (kept until the next write), and a read
+    finds the file, or else its `.old`: always a complete version, the last or the one before.
+    """
 
     def __init__(self, spark, uri: str) -> None:
         jvm = spark.sparkContext._jvm
@@ -49,12 +56,15 @@ class HadoopTextFile:
         conf = spark.sparkContext._jsc.hadoopConfiguration()
         self._path = jvm.org.apache.hadoop.fs.Path(uri)
         self._tmp = jvm.org.apache.hadoop.fs.Path(uri + ".tmp")
+        self._old = jvm.org.apache.hadoop.fs.Path(uri + ".old")
         self._context = jvm.org.apache.hadoop.fs.FileContext.getFileContext(self._path.toUri(), conf)
 
     def read(self) -> str | None:
-        if not self._context.util().exists(self._path):
+        exists = self._context.util().exists
+        found = next((path for path in (self._path, self._old) if exists(path)), None)
+        if found is None:
             return None
-        stream = self._context.open(self._path)
+        stream = self._context.open(found)
         try:
             return self._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
         finally:
@@ -70,10 +80,13 @@ class HadoopTextFile:
             stream.write(bytearray(text.encode()))
         finally:
             stream.close()
-        rename = getattr(self._jvm.org.apache.hadoop.fs, "Options$Rename")
-        options = self._gateway.new_array(rename, 1)
-        options[0] = rename.OVERWRITE
-        self._context.rename(self._tmp, self._path, options)
+        if self._context.util().exists(self._path):
+            self._context.delete(self._old, False)
+            self._context.rename(self._path, self._old, self._no_options())
+        self._context.rename(self._tmp, self._path, self._no_options())
+
+    def _no_options(self):
+        return self._gateway.new_array(getattr(self._jvm.org.apache.hadoop.fs, "Options$Rename"), 0)
 
 
 def hadoop_path_exists(spark, uri: str) -> bool:
