@@ -416,8 +416,11 @@ def _kill_leftovers() -> None:
 def observed_rerun(bootstrap: str, group: str) -> dict[str, set[tuple[str, int]]]:
     """One poll of the observer, its events folded into a group state, and the monitor's re-run
     of the group's assignor from the observed subscriptions: member id -> partitions."""
-    [translation] = [t for t in KafkaGroupObserver(bootstrap, timeout_s=10).poll()
-                     if t.group == group]
+    observer = KafkaGroupObserver(bootstrap, timeout_s=10)
+    try:
+        [translation] = [t for t in observer.poll() if t.group == group]
+    finally:
+        observer.close()     # its clients would go on reconnecting after a broker's stop
     state = GroupState(group, "kafka", session_timeout_ms=45_000)
     for raw in translation.events:
         for event in parse_event(raw):

@@ -278,10 +278,11 @@ def test_a_manual_assign_beside_the_group_is_a_double_assignment_that_fires_the_
                                                        timeout=90)
             assert any(a["labels"]["group"] == group and a["labels"]["topic"] == topic
                        for a in firing), firing
-            [double] = [f for f in watched.findings(group)
-                        if f["kind"] == "double_assignment" and f["status"] == "started"]
-            assert double["queue"] == ["", 0]
-            assert sorted(double["clients"]) == sorted(["manual-consumer", owner.member_id])
+            # Started once, or again after a moment apart (a loaded machine's late heartbeat).
+            doubles = [f for f in watched.findings(group)
+                       if f["kind"] == "double_assignment" and f["status"] == "started"]
+            assert doubles and all(d["queue"] == ["", 0] and sorted(d["clients"]) == sorted(
+                ["manual-consumer", owner.member_id]) for d in doubles), doubles
         finally:
             manual.close()
             reporter.close()
