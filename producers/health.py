@@ -85,6 +85,7 @@ class CallStats(Collector):
             yield
         except Exception as exc:
             self.record(request, target, error_cause(exc), time.monotonic() - started, exc)
+            _mark_said(exc)
             raise
         self.record(request, target, "ok", time.monotonic() - started)
 
@@ -142,10 +143,12 @@ class PollHealth(Collector):
         self.state.ok()
 
     def failed(self, cause: str | BaseException) -> None:
+        """A failed poll. One that a timed request failed was logged as that request's failure:
+        it is counted, and named when the poll works again, not said twice."""
         error = cause if isinstance(cause, BaseException) else None
         label = error_cause(error) if error is not None else str(cause)
         self._failures.labels(label).inc()
-        self.state.failed(label, error)
+        self.state.failed(label, error, already_said=getattr(error, SAID, False))
 
     def group_failed(self, group: str, cause: str, detail: str = "") -> None:
         """The cluster answered, but not for this group (e.g. not authorized to describe it)."""
@@ -205,6 +208,17 @@ def _value(metric) -> float:
     """An unlabelled Counter's or Gauge's value."""
     return next(sample.value for family in metric.collect() for sample in family.samples
                 if not sample.name.endswith("_created"))
+
+
+# Set on an exception that CallStats.timed recorded (and logged, if it started a failure).
+SAID = "_rebalance_monitor_said"
+
+
+def _mark_said(error: BaseException) -> None:
+    try:
+        setattr(error, SAID, True)
+    except AttributeError:       # an exception type without a __dict__: said twice, then
+        pass
 
 
 def metrics_socket(port: int | None, host: str = "0.0.0.0") -> socket.socket | None:

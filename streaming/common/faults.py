@@ -65,13 +65,18 @@ def is_client_error(error: BaseException) -> bool:
 
 
 class StateLog:
-    """Logs one thing's state once per change: when it starts failing (or fails with another
-    cause), and when it works again. Thread-safe; returns whether it logged."""
+    """Logs one thing's state once per change: when it starts failing, and when it works again
+    (naming every cause it failed with meanwhile: an outage alternates between a refused
+    connection and a node not ready, poll after poll). A failure `already_said` (by the
+    request that failed it) is counted and named at the end, not said again at its start; a
+    streak of only such failures ends silently too. Thread-safe; returns whether it logged."""
 
     def __init__(self, what: str, logger: logging.Logger = log) -> None:
         self.what = what
         self.cause: str | None = None
+        self.causes: list[str] = []   # every cause since it last worked, in order
         self.failures = 0  # since it last worked
+        self.said = False  # whether this streak's start was logged
         self._log = logger
         self._lock = threading.Lock()
 
@@ -86,14 +91,20 @@ class StateLog:
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
-    def failed(self, cause: str, error: BaseException | None = None, detail: str = "") -> bool:
+    def failed(self, cause: str, error: BaseException | None = None, detail: str = "",
+               already_said: bool = False) -> bool:
+        # The traceback once, for a cause never seen: a bug shows where it is, even inside an
+        # outage already said.
+        unexpected = error is not None and not is_client_error(error)
         with self._lock:
             self.failures += 1
-            if cause == self.cause:
-                return False
             self.cause = cause
-        # The traceback once, for a cause never seen: a bug shows where it is.
-        unexpected = error is not None and not is_client_error(error)
+            new = cause not in self.causes
+            if new:
+                self.causes.append(cause)
+            if already_said or (self.said and not (new and unexpected)):
+                return False
+            self.said = True
         detail = detail or describe(error)
         self._log.warning("%s failing: %s%s", self.what, cause, f" ({detail})" if detail else "",
                           exc_info=error if unexpected else None)
@@ -103,8 +114,10 @@ class StateLog:
         with self._lock:
             if self.cause is None:
                 return False
-            before, failures = self.cause, self.failures
-            self.cause, self.failures = None, 0
+            before, failures, said = ", ".join(self.causes), self.failures, self.said
+            self.cause, self.causes, self.failures, self.said = None, [], 0, False
+            if not said:
+                return False
         self._log.warning("%s works again (was failing: %s, %d time(s))", self.what, before,
                           failures)
         return True

@@ -1,6 +1,8 @@
-"""A broker outage is a few lines, not a line per retry: the real `rebalance-monitor run` and
-`simulate` processes against a real Apache Kafka broker that is stopped (its port refuses
-connections, as a crashed or restarting broker's does) and started again on the same port.
+"""A broker outage is a few lines, not a line per retry: the real `rebalance-monitor run`,
+`simulate` and `observe-kafka` processes against a real Apache Kafka broker that is stopped (its
+port refuses connections, as a crashed or restarting broker's does) and started again on the
+same port. (observe-rocketmq's events producer is the same Outbox and client as theirs; its
+NameServer polls log once per change, tests/unit/test_producer_health.py.)
 
 Each process writes one line when the outage starts and one when it ends per thing that noticed
 (the job: its events probe and its findings producer), none in between, and counts the failed
@@ -60,7 +62,12 @@ def test_an_outage_is_a_line_at_its_start_and_one_at_its_end_and_json_stays_json
         ["simulate", "--realtime", "--scenario", "steady", "--groups", "5", "--clients", "2",
          "--simulated-seconds", "100000", "--rate", "20", "--bootstrap-servers", bootstrap,
          "--topic", topic], tmp_path).start()
-    logs = {"run": job.log_path, "simulate": simulate.log_path}
+    observer = ProducerProcess(
+        ["observe-kafka", "--bootstrap-servers", bootstrap, "--topic", f"{topic}.observed",
+         "--interval-seconds", "1", "--timeout-seconds", "2"], tmp_path).start()
+    producers = (simulate, observer)
+    logs = {"run": job.log_path, "simulate": simulate.log_path,
+            "observe-kafka": observer.log_path}
     try:
         job.wait_for(lambda m: events_total(m) > 0, timeout=180)
         before = {name: len(lines_of(path)) for name, path in logs.items()}
@@ -69,21 +76,27 @@ def test_an_outage_is_a_line_at_its_start_and_one_at_its_end_and_json_stays_json
         stopped_at = time.monotonic()
         wait_until(lambda: all("brokers not answering" in path.read_text()
                                for path in logs.values()), 60, "the outage's first lines")
-        after_first_minute = _lines_at(logs, stopped_at + FIRST_MINUTE_S, job, simulate)
-        at_the_end = _lines_at(logs, stopped_at + OUTAGE_S, job, simulate)
+        after_first_minute = _lines_at(logs, stopped_at + FIRST_MINUTE_S, job, producers)
+        at_the_end = _lines_at(logs, stopped_at + OUTAGE_S, job, producers)
         own_broker.restart()
-        ended = {"run": ("events topic", "reachable"), "simulate": ("brokers answer again",)}
+        ended = {"run": ("events topic", "reachable"), "simulate": ("brokers answer again",),
+                 "observe-kafka": ("brokers answer again",)}
         wait_until(lambda: all(_said_after(path, before[name], ended[name])
                                for name, path in logs.items()), 90, "the outage's last lines")
         job_scrape = job.wait_for(lambda m: _client_errors(m) > 0)
         simulate_scrape = simulate.wait_for(lambda m: _client_errors(m) > 0,
                                             what="simulate's failed attempts")
+        observer_scrape = observer.wait_for(
+            lambda m: _client_errors(m) > 0 and sum(m.series(
+                "rebalance_observer_poll_failures_total").values()) > 0,
+            what="observe-kafka's failed attempts and polls")
         outage_lines = {name: lines_of(path)[before[name]:] for name, path in logs.items()}
 
         assert job.kill(signal.SIGTERM, timeout=30) == 0, job.log_tail()
     finally:
         job.kill()
         simulate.stop()
+        observer.stop()
 
     for name in logs:
         shown = "\n".join(outage_lines[name])
@@ -91,7 +104,8 @@ def test_an_outage_is_a_line_at_its_start_and_one_at_its_end_and_json_stays_json
         assert len(outage_lines[name]) <= MAX_LINES_PER_OUTAGE, (name, shown)
     assert sum(job_scrape.series("rebalance_monitor_source_errors_total").values()) > 0
     print(f"failed attempts: run {_client_errors(job_scrape):.0f}, "
-          f"simulate {_client_errors(simulate_scrape):.0f}; outage lines: "
+          f"simulate {_client_errors(simulate_scrape):.0f}, "
+          f"observe-kafka {_client_errors(observer_scrape):.0f}; outage lines: "
           f"{ {name: len(lines) for name, lines in outage_lines.items()} }")
 
     job_lines = lines_of(job.log_path)
@@ -101,10 +115,11 @@ def test_an_outage_is_a_line_at_its_start_and_one_at_its_end_and_json_stays_json
         assert {"time", "level", "logger", "message"} <= record.keys(), line
 
 
-def _lines_at(logs, moment: float, job, simulate) -> dict[str, int]:
-    """Each log's line count at `moment`, both processes' /metrics answering until then."""
+def _lines_at(logs, moment: float, job, producers) -> dict[str, int]:
+    """Each log's line count at `moment`, every process's /metrics answering until then."""
     while time.monotonic() < moment:
-        assert job.try_scrape() is not None and simulate.try_scrape() is not None
+        assert job.try_scrape() is not None
+        assert all(producer.try_scrape() is not None for producer in producers)
         time.sleep(min(1.0, max(0.0, moment - time.monotonic())))  # the outage goes on
     return {name: len(lines_of(path)) for name, path in logs.items()}
 
