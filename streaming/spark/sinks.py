@@ -132,6 +132,9 @@ class BatchSink:
             log.error("batch %d: %d stored group states could not be read and were reset (%s); "
                       "each group is rebuilt from its next events", batch_id, reset.total(),
                       ", ".join(f"{cause} {n}" for cause, n in sorted(reset.items())))
+        # The batch's counts are shown before its groups: a scrape in between (the exact mode
+        # renders the groups at each scrape) never sees a group rebuilt and its reset uncounted.
+        self._publish_health()
         for key, frozen in self._liveness.thaw():
             held = self._held_details.pop(key, None)
             if held is not None:
