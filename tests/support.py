@@ -24,6 +24,11 @@ class Scrape:
 
     def __init__(self, text: str) -> None:
         self.text = text
+        # Prometheus refuses a whole scrape that declares a family twice; the parser below
+        # would take it.
+        declared = [line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")]
+        twice = sorted({name for name in declared if declared.count(name) > 1})
+        assert not twice, f"families declared twice in one scrape: {twice}"
         self.samples = [s for f in text_string_to_metric_families(text) for s in f.samples]
 
     def value(self, name: str, **labels: str) -> float | None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import Protocol
@@ -133,6 +133,14 @@ class JobHealth:
 
 
 @dataclass(frozen=True)
+class HealthView:
+    """The job's health and how many groups it tracks, read together."""
+
+    health: JobHealth
+    groups: int
+
+
+@dataclass(frozen=True)
 class ClientSeriesPolicy:
     """Per-client series are on by default; they can be switched off or capped per group."""
 
@@ -157,12 +165,19 @@ class SnapshotStore:
     def __init__(self, text: GroupText | None = None,
                  history: GroupHistories | None = None) -> None:
         self._lock = threading.Lock()
+        self._batch = threading.RLock()
         self._text = text
         self._groups: dict[GroupKey, GroupMetrics] = {}
         self._health = JobHealth()
         self._recent_findings: deque[FindingRecord] = deque(maxlen=200)
         self.details = GroupDetails()
         self.history = history if history is not None else GroupHistories()
+
+    def batch(self) -> threading.RLock:
+        """Held by the sink while it applies a batch: its groups, findings and counts. A reader
+        that holds it sees every batch whole: never a batch's counts without its groups, nor
+        its groups without its counts."""
+        return self._batch
 
     def replace_group(self, metrics: GroupMetrics, restored: bool = False) -> None:
         """The group's latest metrics; `restored`: as a restart reads them from the checkpoint
@@ -218,6 +233,10 @@ class SnapshotStore:
         with self._lock:
             return self._health
 
+    def health_view(self) -> HealthView:
+        with self._lock:
+            return HealthView(self._health, len(self._groups))
+
 
 class RebalanceCollector(Collector):
     """Builds every rebalance_* family from a SnapshotStore on each scrape: the per-group families,
@@ -231,8 +250,10 @@ class RebalanceCollector(Collector):
         self._health = JobHealthCollector(store, clock)
 
     def collect(self) -> Iterator[Metric]:
-        yield from group_families(self._store.groups(), self._store.health(), self._clients)
-        yield from self._health.collect()
+        with self._store.batch():
+            groups, view = self._store.groups(), self._store.health_view()
+        yield from group_families(groups, view.health, self._clients)
+        yield from self._health.families(view)
 
     def describe(self) -> list[Metric]:
         """The families, without samples: lets the registry answer a scrape that asks for some
@@ -303,17 +324,22 @@ def _client_queues(groups: list[GroupMetrics], max_per_group: int) -> Metric:
 
 class JobHealthCollector(Collector):
     """The job's own families from a SnapshotStore's JobHealth: events, rejects, batches, lag and
-    the number of groups tracked."""
+    the number of groups tracked. `view`, when given, is where the health is read instead of
+    the store (the view a rendered text of the groups was taken with)."""
 
-    def __init__(self, store: SnapshotStore, clock=time.time) -> None:
-        self._store = store
+    def __init__(self, store: SnapshotStore, clock=time.time,
+                 view: Callable[[], HealthView] | None = None) -> None:
+        self._view = view or store.health_view
         self._clock = clock
 
     def describe(self) -> list[Metric]:
         return list(JobHealthCollector(SnapshotStore(), self._clock).collect())
 
     def collect(self) -> Iterator[Metric]:
-        health = self._store.health()
+        return self.families(self._view())
+
+    def families(self, view: HealthView) -> Iterator[Metric]:
+        health = view.health
         events = CounterMetricFamily(
             "rebalance_monitor_events", "Valid events applied, by type.", labels=["type"])
         for event_type, count in sorted(health.events_total.items()):
@@ -356,8 +382,7 @@ class JobHealthCollector(Collector):
             lag = max(0.0, self._clock() - health.max_event_time_ms / 1000.0)
         yield GaugeMetricFamily("rebalance_monitor_input_lag_seconds",
                                 "Now minus the newest valid event time the job has read.", value=lag)
-        yield GaugeMetricFamily("rebalance_monitor_groups", "Groups tracked.",
-                                value=self._store.group_count())
+        yield GaugeMetricFamily("rebalance_monitor_groups", "Groups tracked.", value=view.groups)
 
 
 def _cluster_families(health: JobHealth) -> Iterator[Metric]:

@@ -4,24 +4,27 @@ A scrape that follows a batch would otherwise join every group's text itself whi
 batch runs: at 10,000 groups that took a full scrape 0.1 s at the median and up to 1 s, and one
 that came while the text was rendered waited for it (docs/benchmarks.md). The sink calls
 `changed()` when a batch's snapshots are in; this thread renders, and `latest` is what a full
-scrape serves: the text as of the last batch whose render has finished, so at most one batch
-behind while the next one's is rendered. None before the first render and after a failed one:
-the scrape then renders for itself.
+scrape serves (scrape_text.ScrapeText): the text as of the last batch whose render has finished,
+so at most one batch behind while the next one's is rendered. None before the first render and
+after a failed one: the scrape then renders for itself.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Callable
+from typing import Generic, TypeVar
 
 log = logging.getLogger(__name__)
 
+Rendered = TypeVar("Rendered")
 
-class Prerender:
-    def __init__(self, render: Callable[[], bytes]) -> None:
+
+class Prerender(Generic[Rendered]):
+    def __init__(self, render: Callable[[], Rendered | None]) -> None:
         self._render = render
-        self.latest: bytes | None = None
+        self.latest: Rendered | None = None
         self._changes = threading.Condition()
         self._asked = self._rendered = 0     # changes asked for, and rendered up to
         self._stopping = False
@@ -35,13 +38,6 @@ class Prerender:
                                             daemon=True)
             self._thread.start()
         return self
-
-    def served(self, names: Collection[str] | None,
-               render: Callable[[Collection[str] | None], bytes]) -> bytes:
-        """What a scrape asking for `names` gets: `latest` for the full text once there is one;
-        else `render(names)` now (a `name[]` scrape, or no text rendered yet)."""
-        kept = self.latest if names is None else None
-        return kept if kept is not None else render(names)
 
     def changed(self) -> None:
         """A batch's snapshots are in: render them (one render covers every change before it)."""

@@ -24,7 +24,7 @@ import time
 import warnings
 from dataclasses import fields, replace
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 from pyspark.errors.exceptions.captured import SparkRuntimeException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
@@ -42,15 +42,14 @@ from streaming.core.step import StepConfig, snapshot_of
 from streaming.exporter import (
     ClientSeriesPolicy,
     GroupFamiliesText,
-    JobHealthCollector,
     MetricsServer,
     MetricsServerConfig,
-    RebalanceCollector,
     SnapshotStore,
 )
 from streaming.exporter.api import group_api
 from streaming.exporter.health import SourceCollector, query_restarts
 from streaming.exporter.prerender import Prerender
+from streaming.exporter.scrape_text import ScrapeText
 from streaming.exporter.views import PageLinks
 from streaming.jars import spark_kafka_conf
 from streaming.spark import jvm_logs, kafka_client
@@ -238,9 +237,8 @@ class Monitor:
         # collector at every scrape (the twin of GroupFamiliesText and Prerender).
         self.group_text = None if config.exact else GroupFamiliesText(clients)
         self.store = SnapshotStore(self.group_text)
-        self.groups_registry = CollectorRegistry(auto_describe=True)
-        self.groups_registry.register(RebalanceCollector(self.store, clients))
-        self.prerender = Prerender(self._full_text)
+        self.scrape_text = ScrapeText(self.store, self.group_text, clients)
+        self.prerender = Prerender(self.scrape_text.render_full)
         self.delivery = DeliveryStats()
         self.restarts = query_restarts()
         self.source_probe = SourceProbe(
@@ -248,8 +246,8 @@ class Monitor:
                 config.bootstrap_servers,
                 config.kafka_options.for_librdkafka()),
             config.topic)
+        # The job's health families come with the groups' (scrape_text): one view of both.
         self.registry = CollectorRegistry()
-        self.registry.register(JobHealthCollector(self.store))
         self.registry.register(SourceCollector(self.source_probe.health))
         self.registry.register(DeliveryCollector(self.delivery))
         self.registry.register(self.restarts)
@@ -261,19 +259,8 @@ class Monitor:
         self.query: StreamingQuery | None = None
         self._sink: BatchSink | None = None
 
-    def _full_text(self) -> bytes | None:
-        if self.group_text is None:
-            return None
-        return self.group_text.exposition(self.store.health())
-
     def _group_families(self, names) -> bytes:
-        return self.prerender.served(names, self._rendered_now)
-
-    def _rendered_now(self, names) -> bytes:
-        if self.group_text is None:
-            asked = self.groups_registry.restricted_registry(names) if names else self.groups_registry
-            return generate_latest(asked)
-        return self.group_text.exposition(self.store.health(), names)
+        return self.scrape_text.served(self.prerender.latest, names)
 
     def start(self) -> None:
         """Raises CheckpointLayoutError, before serving anything, on a checkpoint of another

@@ -122,28 +122,9 @@ class BatchSink:
 
     def apply_rows(self, rows, batch_id: int) -> None:
         first_time = batch_id > self._counters.batch_id
-        accounted, resets_before = Counter(), Counter(self._counters.resets)
-        for row in rows:
-            if row.kind == COUNTS:
-                self._apply_counts(ShardCounts.from_json(bytes(row.payload)), first_time,
-                                   accounted)
-        if self._counters.resets != resets_before:
-            reset = self._counters.resets - resets_before
-            log.error("batch %d: %d stored group states could not be read and were reset (%s); "
-                      "each group is rebuilt from its next events", batch_id, reset.total(),
-                      ", ".join(f"{cause} {n}" for cause, n in sorted(reset.items())))
-        # The batch's counts are shown before its groups: a scrape in between (the exact mode
-        # renders the groups at each scrape) never sees a group rebuilt and its reset uncounted.
-        self._publish_health()
-        for key, frozen in self._liveness.thaw():
-            held = self._held_details.pop(key, None)
-            if held is not None:
-                self._store.details.put(held)
-            if frozen.pending is not None:
-                self._apply_group_row(key, *frozen.pending)
-        for row in rows:
-            if row.kind != COUNTS:
-                self._apply_row(row, count=first_time)
+        accounted = Counter()
+        with self._store.batch():     # a scrape sees the batch's groups and counts together
+            self._apply_batch(rows, batch_id, first_time, accounted)
         with self._lock:
             self._batch_records[batch_id] = accounted.total()
         if first_time:
@@ -156,6 +137,28 @@ class BatchSink:
                 self._counters.batch_id = batch_id
                 self._counters.liveness = self._liveness.to_json()
                 self._counters.save(self._counters_file)
+
+    def _apply_batch(self, rows, batch_id: int, first_time: bool, accounted: Counter) -> None:
+        resets_before = Counter(self._counters.resets)
+        for row in rows:
+            if row.kind == COUNTS:
+                self._apply_counts(ShardCounts.from_json(bytes(row.payload)), first_time,
+                                   accounted)
+        if self._counters.resets != resets_before:
+            reset = self._counters.resets - resets_before
+            log.error("batch %d: %d stored group states could not be read and were reset (%s); "
+                      "each group is rebuilt from its next events", batch_id, reset.total(),
+                      ", ".join(f"{cause} {n}" for cause, n in sorted(reset.items())))
+        for key, frozen in self._liveness.thaw():
+            held = self._held_details.pop(key, None)
+            if held is not None:
+                self._store.details.put(held)
+            if frozen.pending is not None:
+                self._apply_group_row(key, *frozen.pending)
+        for row in rows:
+            if row.kind != COUNTS:
+                self._apply_row(row, count=first_time)
+        self._publish_health()
 
     def note_progress(self, batch_id: int, input_rows: int, dropped_by_watermark: int) -> None:
         """Spark's account of a finished batch (its listener calls this): the records its
@@ -178,6 +181,8 @@ class BatchSink:
             counters.unaccounted_records += max(0, missing)
             counters.save(self._counters_file)
         self._publish_health()
+        if self._after_batch is not None:     # a full scrape shows what is rendered
+            self._after_batch()
 
     def _apply_counts(self, counts: ShardCounts, count: bool, accounted: Counter) -> None:
         accounted.update(counts.events)

@@ -67,15 +67,3 @@ def test_a_failing_render_keeps_nothing_is_logged_once_and_the_thread_goes_on(
     assert [record.getMessage() for record in caplog.records] == [
         "rendering /metrics after a batch failed; scrapes render it",
         "rendering /metrics after a batch works again"]
-
-
-def test_a_full_scrape_gets_the_last_rendered_text_and_a_family_is_rendered_now(
-        prerender, renders):
-    def now(names):
-        return b"now " + b",".join(name.encode() for name in names or ["all"])
-
-    assert prerender.served(None, now) == b"now all"          # nothing rendered yet
-    prerender.changed()
-    assert prerender.wait_rendered(timeout_s=30)
-    assert prerender.served(None, now) == b"text 1"           # not rendered again
-    assert prerender.served(["rebalance_group_members"], now) == b"now rebalance_group_members"

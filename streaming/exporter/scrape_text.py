@@ -1,0 +1,75 @@
+"""What a scrape shows of the job's batches: the groups' families, then the job's health
+families, both from one view of the store taken between two batches (SnapshotStore.batch). So a
+scrape never shows a batch's counts without its groups, nor its groups without its counts; a
+test, or an operator's query, that sees a batch's events counted sees that batch's groups.
+
+The full text comes from the last render (Prerender), with the health it was rendered with: it is
+at most one batch behind, as a whole. A `name[]` scrape, and any scrape before the first render or
+after a failed one, is rendered now. Without kept text (`--exact on`) the store is read through
+RebalanceCollector, the definition, at every scrape.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from streaming.exporter.collector import (
+    ClientSeriesPolicy,
+    HealthView,
+    JobHealthCollector,
+    RebalanceCollector,
+    SnapshotStore,
+)
+from streaming.exporter.exposition import GroupFamiliesText
+
+
+@dataclass(frozen=True)
+class RenderedGroups:
+    """The group families' full text, and the view of the job's health it was rendered with."""
+
+    text: bytes
+    view: HealthView
+
+
+class ScrapeText:
+    def __init__(self, store: SnapshotStore, group_text: GroupFamiliesText | None,
+                 clients: ClientSeriesPolicy, clock=time.time) -> None:
+        self._store = store
+        self._group_text = group_text
+        self._clock = clock
+        self._definition = CollectorRegistry(auto_describe=True)
+        self._definition.register(RebalanceCollector(store, clients, clock))
+
+    def render_full(self) -> RenderedGroups | None:
+        """The full text of the groups as the store holds them now (None without kept text):
+        what Prerender renders after each batch."""
+        if self._group_text is None:
+            return None
+        with self._store.batch():
+            view = self._store.health_view()
+            return RenderedGroups(self._group_text.exposition(view.health), view)
+
+    def served(self, rendered: RenderedGroups | None,
+               names: Collection[str] | None) -> bytes:
+        """The text of a scrape asking for `names` (None: every family), given the last render."""
+        if names is None and rendered is not None:
+            return rendered.text + self._health_text(rendered.view, None)
+        if self._group_text is None:
+            return generate_latest(_restricted(self._definition, names))
+        with self._store.batch():
+            view = self._store.health_view()
+            groups = self._group_text.exposition(view.health, names)
+        return groups + self._health_text(view, names)
+
+    def _health_text(self, view: HealthView, names: Collection[str] | None) -> bytes:
+        registry = CollectorRegistry(auto_describe=True)
+        registry.register(JobHealthCollector(self._store, self._clock, view=lambda: view))
+        return generate_latest(_restricted(registry, names))
+
+
+def _restricted(registry: CollectorRegistry, names: Collection[str] | None):
+    return registry.restricted_registry(names) if names else registry
