@@ -10,6 +10,7 @@ docs/rocketmq.md gives the measured figures.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections import Counter
 
@@ -40,25 +41,30 @@ class Truth:
                 for group, members in self.consumers.items()}
 
     def recent_max(self, group: str, queues: set) -> tuple[int, int]:
-        """The most doubled and orphaned queues the group's real holdings had at any moment of
-        the last WINDOW_S seconds (doubles of any queue; orphans of `queues`)."""
+        """The most doubled and orphaned queues (doubles of any queue; orphans of `queues`) the
+        monitor can have seen in the group from the real holdings of the last WINDOW_S seconds.
+        The bridge asks the clients one after another, so what it holds of each was true at
+        some moment of the window, not the same moment for all: every combination of one state
+        a client was in during the window is one the monitor may show."""
         since = time.monotonic() - WINDOW_S
-        members = self.consumers[group]
-        changes = sorted((at, i, held) for i, c in enumerate(members)
-                         for at, held in c.holds_history(self.topic))
-        holding: list[frozenset] = [frozenset()] * len(members)
-        states = []
-        for at, i, held in changes:
-            if at > since and not states:
-                states.append(_counted(holding, queues))   # the state the window began in
-            holding[i] = held
-            if at > since:
-                states.append(_counted(holding, queues))
-        states.append(_counted(holding, queues))
-        return max(d for d, _ in states), max(o for _, o in states)
+        per_client = [_states_since(c.holds_history(self.topic), since)
+                      for c in self.consumers[group]]
+        counted = [_counted(list(holding), queues) for holding in itertools.product(*per_client)]
+        return max(d for d, _ in counted), max(o for _, o in counted)
 
     def last_move(self) -> float:
         return max(c.holds_changed_at for members in self.consumers.values() for c in members)
+
+
+def _states_since(history, since: float) -> set[frozenset]:
+    """A client's holdings at `since` and every one it changed to after (history: (at, held)
+    in the order printed)."""
+    states, held = set(), frozenset()
+    for at, now_held in history:
+        if at > since:
+            states.add(held)
+        held = now_held
+    return states | {held}
 
 
 def _counted(holding: list[frozenset], queues: set) -> tuple[int, int]:

@@ -9,6 +9,7 @@ import threading
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from pyspark.sql import Row
 
 from streaming.common.delivery import DeliveryStats, Outbox
 from streaming.exporter import (
@@ -23,7 +24,6 @@ from streaming.spark.checkpoint_files import LocalTextFile
 from streaming.spark.sinks import BatchSink
 from tests.unit.fake_producer import FakeProducer
 from tests.unit.state_helpers import group_metrics
-from tests.unit.test_batch_sink import row
 
 pytestmark = pytest.mark.unit
 
@@ -31,11 +31,17 @@ BATCHES = 300
 CLOCK = 100.0
 
 
+def row(kind: str, payload: bytes) -> Row:
+    """One row of the state function's output, as foreachBatch collects it."""
+    return Row(system="rocketmq", group="g", cluster="default", kind=kind, reason=None,
+               payload=payload)
+
+
 def batch(n: int) -> list:
     """The n-th batch: one heartbeat, after which g has n members."""
     counts = {"events": {"heartbeat": 1}, "invalid": {}, "event_time_ms": n}
-    return [row("metrics", payload=group_metrics("g", members=n, event_time_ms=n).to_json()),
-            row("counts", payload=json.dumps(counts).encode())]
+    return [row("metrics", group_metrics("g", members=n, event_time_ms=n).to_json()),
+            row("counts", json.dumps(counts).encode())]
 
 
 def members_and_heartbeats(text: bytes) -> tuple[float | None, float | None]:
