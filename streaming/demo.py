@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from streaming.common import option_values as values
 from streaming.common.listener import listen
 from streaming.common.options import add_arguments as add_options
-from streaming.common.options import option
+from streaming.common.options import declared_in, option
 from streaming.core.contract import FindingRecord, GroupMetrics
+from streaming.spark.config import JobConfig
 
 DEFAULT_SCENARIOS = "client-id-collision,multi-topic-skew,broker-crash,lost-notification"
 CONFLICT_SCENARIOS = {"broker-crash", "lost-notification", "network-partition", "strategy-change",
@@ -74,6 +75,8 @@ class DemoOptions:
                                metavar="PORT")
     refresh_seconds: float = option("seconds between table refreshes", _seconds, default=2.0,
                                     metavar="SECONDS")
+    dashboard_base_url: str | None = declared_in(JobConfig, "dashboard_base_url")
+    runbook_base_url: str | None = declared_in(JobConfig, "runbook_base_url")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -182,12 +185,13 @@ def _create_topics(bootstrap: str, topic: str) -> None:
 
 def _start_monitor(bootstrap: str, args: DemoOptions, workdir: str, source: str,
                    sock: socket.socket):
-    from streaming.spark.config import JobConfig
     from streaming.spark.job import Monitor, build_session
 
     config = JobConfig(bootstrap_servers=bootstrap, topic=args.topic, source=source,
                        checkpoint=os.path.join(workdir, "checkpoint"),
                        metrics_host=args.metrics_host, metrics_port=args.metrics_port,
+                       dashboard_base_url=args.dashboard_base_url,
+                       runbook_base_url=args.runbook_base_url,
                        trigger_interval_ms=1_000, shuffle_partitions=2)
     spark = build_session(config, master="local[2]")
     spark.sparkContext.setLogLevel("ERROR")

@@ -66,6 +66,14 @@ def option(help: str, parse: Callable[[str], Any] = str, *, default: Any = MISSI
                  metadata={"option": Option(help=help, parse=parse, **details)})
 
 
+def declared_in(cls, name: str) -> Any:
+    """The field `name` as the options dataclass `cls` declares it (its option and default),
+    for another command that takes the same option: one declaration for both."""
+    source = next(each for each in fields(cls) if each.name == name)
+    return field(default=source.default, default_factory=source.default_factory,
+                 metadata=source.metadata)
+
+
 def switch(help: str, on_off: Callable[[str, str, bool], bool], **details: Any) -> Any:
     """A flag without a value (off unless given); its variable holds on or off, read by `on_off`
     (streaming.core.switches.parse_bool, the project's one on/off parser)."""

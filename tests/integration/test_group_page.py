@@ -18,11 +18,14 @@ from pathlib import Path
 
 import pytest
 
+from streaming.common.runbooks import finding_runbook_url
 from tests.integration.browser import headless_chromium, keep, require_browser
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 COMMAND = Path(sys.executable).parent / "rebalance-monitor"
+GRAFANA = "https://grafana.example.com/ops"
+RUNBOOKS = "https://wiki.example.com/rebalance/metrics.md"
 
 
 def test_the_group_page_shows_a_live_double_assignments_queues_and_both_owners(tmp_path):
@@ -32,7 +35,8 @@ def test_the_group_page_shows_a_live_double_assignments_queues_and_both_owners(t
     # queues for the scenario's whole run.
     process = subprocess.Popen(
         [str(COMMAND), "demo", "--scenarios", "client-id-collision", "--duration-seconds", "600",
-         "--metrics-port", "0", "--refresh-seconds", "5"],
+         "--metrics-port", "0", "--refresh-seconds", "5", "--dashboard-base-url", GRAFANA,
+         "--runbook-base-url", RUNBOOKS],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
         env={**os.environ, "PYSPARK_PYTHON": sys.executable})
     try:
@@ -44,9 +48,13 @@ def test_the_group_page_shows_a_live_double_assignments_queues_and_both_owners(t
         with headless_chromium(tmp_path) as driver:
             rows = _doubled_rows_in_browser(driver, base + group["page"], doubled,
                                             started + 300)
+            links = {a.get_attribute("href") for a in driver.find_elements("css selector", "a")}
             opened, history = _open_doubles_in_history(driver, base, group, started + 360)
             screenshot = keep(driver, "group-page-double-assignment")
         assert screenshot.stat().st_size > 0
+        # The demo's links: the group's Grafana dashboard, and the runbook of its finding.
+        assert any(link.startswith(GRAFANA + "/d/") for link in links), links
+        assert finding_runbook_url(RUNBOOKS, "double_assignment") in links, links
         for queue, owners in doubled.items():
             assert queue in rows, (queue, rows)
             # Both owners, each as its client id and its address (they share the client id).

@@ -50,6 +50,7 @@ CASES = [
     # A metrics port in use ({busy}: one this test holds), before any broker or Spark starts.
     (["run", "--bootstrap-servers", "b:9092", "--metrics-port", "{busy}"], {}, "--metrics-port"),
     (["demo", "--metrics-port", "{busy}"], {}, "--metrics-port"),
+    (["demo", "--runbook-base-url", "http://host:notaport"], {}, "--runbook-base-url"),
     (["observe-kafka", "--bootstrap-servers", "b:9092", "--metrics-port", "{busy}"], {},
      "--metrics-port"),
     (["observe-rocketmq", "--namesrv", "a:9876", "--stdout", "--metrics-port", "{busy}"], {},
