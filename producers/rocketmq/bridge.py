@@ -23,8 +23,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from producers import events
+from producers.rocketmq import inference
 from streaming.core.allocation import STRATEGIES as ALGORITHMS
 
 SYSTEM = "rocketmq"
@@ -71,6 +73,15 @@ class AssumedStrategies:
         """(strategy name, strategy_params) to assume for a client of this SDK."""
         chosen = self.by_language.get(language.upper(), self.default)
         return sdk_strategy(chosen, language, self.virtual_nodes)
+
+    def named(self, language: str) -> bool:
+        """The operator named this SDK's strategy: it is not inferred."""
+        return language.upper() in self.by_language
+
+    def candidates(self, language: str) -> dict[str, tuple[str, dict]]:
+        """What an inference tries for a client of this SDK: name -> (strategy, params)."""
+        return {name: sdk_strategy(name, language, self.virtual_nodes)
+                for name in inference.INFERABLE}
 
 
 def sdk_strategy(strategy: str, language: str, virtual_nodes: int = 10) -> tuple[str, dict]:
@@ -121,6 +132,15 @@ class PollResult:
     pop: frozenset[tuple[str, str]] = frozenset()    # (topic, group) served in POP mode
     holdings_ms: Mapping[tuple[str, str], int] = field(default_factory=dict)  # when asked
 
+    @cached_property
+    def client_lists(self) -> Mapping[tuple[str, str], tuple[str, ...]]:
+        """(group, broker) -> the client ids that broker lists for the group (one per
+        connection: a shared id twice), as a client asking it for the group's clients gets."""
+        lists: dict[tuple[str, str], list[str]] = defaultdict(list)
+        for listing in self.listings:
+            lists[(listing.group, listing.broker)].append(listing.client_id)
+        return {key: tuple(ids) for key, ids in lists.items()}
+
 
 def members_of(listings: Iterable[Listing]) -> list[Member]:
     """Each listing with its process's stable address (see the module docstring)."""
@@ -139,13 +159,21 @@ def strategy_name(strategy_class: str | None) -> str | None:
     return STRATEGIES.get(strategy_class or "")
 
 
-def heartbeat(member: Member, result: PollResult, assumed: AssumedStrategies) -> dict:
+def heartbeat(member: Member, result: PollResult, assumed: AssumedStrategies,
+              inferred: Mapping[tuple[str, str], str] | None = None) -> dict:
+    """The member's heartbeat. `inferred`: (group, client_id) -> the strategy last inferred for
+    a client that reports none (inference.py), kept while its holdings allow it."""
     listing = member.listing
     known = result.holdings.get((member.group, member.client_id))
     topics = known.topics if known is not None and known.topics else listing.topics
     reported = strategy_name(known.strategy_class) if known is not None else None
-    strategy, params = (sdk_strategy(reported, listing.language) if reported
-                        else assumed.for_language(listing.language))
+    marks: dict = {}
+    if reported:
+        strategy, params = sdk_strategy(reported, listing.language)
+    else:
+        strategy, params, marks = _unreported_strategy(member, known, result, assumed,
+                                                       (inferred or {}).get(
+                                                           (member.group, member.client_id)))
     event = events.heartbeat(result.ts_ms, member.group, member.client_id, sorted(topics),
                              strategy, system=SYSTEM, address=member.address,
                              broker=member.broker, message_model=listing.message_model,
@@ -154,8 +182,7 @@ def heartbeat(member: Member, result: PollResult, assumed: AssumedStrategies) ->
         return _grpc_heartbeat(event)
     if params:
         event["strategy_params"] = params
-    if reported is None:
-        event["strategy_assumed"] = True
+    event.update(marks)
     shared = _shared_reason(member, known, result)
     if shared:
         event["shared"] = True
@@ -180,6 +207,29 @@ def heartbeat(member: Member, result: PollResult, assumed: AssumedStrategies) ->
     elif member.rank > 0:
         event["owned_unknown"] = True
     return event
+
+
+def _unreported_strategy(member: Member, known: Holdings | None, result: PollResult,
+                         assumed: AssumedStrategies,
+                         previous: str | None) -> tuple[str, dict, dict]:
+    """(strategy, params, the event's marks) of a client that reports no strategy: the
+    operator's for its SDK, else the one its holdings give (inference.py), else assumed."""
+    language = member.listing.language
+    if (assumed.named(language) or known is None or member.listing.via_proxy
+            or _shared_reason(member, known, result)):
+        return (*assumed.for_language(language), {"strategy_assumed": True})
+    matching = inference.matching_strategies(
+        member.client_id, known.owned, known.topics or member.listing.topics, result.routes,
+        result.client_lists.get((member.group, member.broker), ()),
+        assumed.candidates(language))
+    name = inference.chosen(matching, previous)
+    if name is not None:
+        return (*sdk_strategy(name, language, assumed.virtual_nodes),
+                {"strategy_inferred": name})
+    marks: dict = {"strategy_assumed": True}
+    if matching is not None:
+        marks["strategy_candidates"] = list(matching)
+    return (*assumed.for_language(language), marks)
 
 
 def _grpc_heartbeat(event: dict) -> dict:

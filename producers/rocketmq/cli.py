@@ -82,14 +82,16 @@ class ObserveRocketMQOptions:
     include_system_groups: bool = switch(
         "also watch RocketMQ's own groups (TOOLS_CONSUMER, SELF_TEST_C_GROUP, ...)", parse_bool)
     default_strategy: str = option(
-        "the strategy of clients that do not report one (Go, C++); events say it was assumed",
+        "the strategy of clients that report none (Go, C++) and whose holdings do not tell it "
+        "(AVG, AVG_BY_CIRCLE or CONSISTENT_HASH alone giving what they hold); events say "
+        "which",
         values.one_of(*sorted(set(STRATEGIES.values()))), default="AVG", metavar="STRATEGY")
     sdk_strategy: tuple[tuple[str, str], ...] = option(
-        "the strategy of one SDK's clients instead, e.g. GO=CONSISTENT_HASH (a Go client is "
-        "re-run with the Go client's own algorithm); repeatable", _sdk_strategy, default=(),
+        "the strategy of one SDK's clients, never inferred, e.g. GO=CONSISTENT_HASH (a Go "
+        "client is re-run with the Go client's own algorithm); repeatable", _sdk_strategy, default=(),
         repeated=True, metavar="LANGUAGE=STRATEGY", shown_default="none")
     go_virtual_nodes: int = option(
-        "virtual nodes of a Go client's assumed CONSISTENT_HASH (its code sets them)",
+        "virtual nodes of a Go client's CONSISTENT_HASH, named or inferred (its code sets them)",
         values.whole(1, 10_000), default=10, metavar="N")
     running_info_budget: int = option(
         "clients asked for what they hold per poll at most (each call reaches a client)",
@@ -157,13 +159,13 @@ def main(args: ObserveRocketMQOptions) -> int:
     outbox = None if args.stdout else _outbox(args)
     delivery = [] if outbox is None else [DeliveryCollector(outbox.stats)]
     serve_metrics(sock, health, *delivery)
-    assumed: set[tuple[str, str]] = set()
+    said: dict[tuple[str, str], tuple] = {}
 
     def poll_once() -> None:
         polled = observer.poll()
         for event in polled:
             _publish(events.stamped(event, cluster), outbox, args.topic)
-            _say_assumed_strategy(event, assumed)
+            _say_strategy(event, said)
         if not observer.namesrv_answered:
             raise NameServerUnreachable(f"no answer from {args.namesrv}; went on with the "
                                         "brokers it last named")
@@ -186,11 +188,26 @@ def _options(args: ObserveRocketMQOptions) -> ObserverOptions:
                            keepalive_s=args.keepalive_seconds)
 
 
-def _say_assumed_strategy(event: dict, said: set[tuple[str, str]]) -> None:
-    """Once per client: its events carry `strategy_assumed` every time."""
+def _say_strategy(event: dict, said: dict[tuple[str, str], tuple]) -> None:
+    """Once per change: how the strategy of a client that reports none was chosen (its events
+    say it every time)."""
     key = (event.get("group"), event.get("client_id"))
-    if event.get("strategy_assumed") and key not in said:
-        said.add(key)
+    inferred, assumed = event.get("strategy_inferred"), event.get("strategy_assumed")
+    if not (inferred or assumed):
+        return
+    now = (inferred, event.get("strategy_candidates"), event["strategy"])
+    if said.get(key) == now:
+        return
+    said[key] = now
+    if inferred:
+        log.info("group %s: client %s reports no strategy; what it holds is %s's alone: "
+                 "re-run as %s", event["group"], event["client_id"], inferred, event["strategy"])
+    elif event.get("strategy_candidates") is not None:
+        log.info("group %s: client %s reports no strategy and what it holds is given by %s; "
+                 "assumed %s", event["group"], event["client_id"],
+                 ", ".join(event["strategy_candidates"]) or "none of AVG, AVG_BY_CIRCLE, "
+                 "CONSISTENT_HASH", event["strategy"])
+    else:
         log.info("group %s: client %s reports no strategy; assumed %s", event["group"],
                  event["client_id"], event["strategy"])
 

@@ -122,6 +122,7 @@ class RocketMQObserver:
         self.groups_seen = 0
         self.members_seen = 0
         self.namesrv_answered = False  # in the last poll
+        self._inferred: dict[tuple[str, str], str] = {}   # (group, client_id) -> its strategy
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -142,7 +143,10 @@ class RocketMQObserver:
                             frozenset(pop), self._holdings_ms())
         self.groups_seen, self.members_seen = len(groups), len({(m.group, m.client_id, m.address)
                                                                 for m in members})
-        events = [heartbeat(m, result, self._options.strategies) for m in members]
+        events = [heartbeat(m, result, self._options.strategies, self._inferred)
+                  for m in members]
+        self._inferred = {(e["group"], e["client_id"]): e["strategy_inferred"] for e in events
+                          if "strategy_inferred" in e}
         events = [e for e in events if self._due(("member", e["group"], e["client_id"],
                                                     e["address"], e.get("broker")), e, now)]
         events += [e for e in route_events(result, members)

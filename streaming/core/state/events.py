@@ -206,7 +206,8 @@ def _parse_object(obj: Mapping[str, JsonValue]) -> list[Event]:
 _INFORMATIONAL: dict[str, list[tuple[str, JsonValue]]] = {
     t: [(f.name, f.schema["type"]) for f in FIELDS if not f.read and t in f.types]
     for t in EVENT_TYPES}
-_JSON_TYPES: dict[JsonValue, type | tuple[type, ...]] = {"string": str, "boolean": bool}
+_JSON_TYPES: dict[JsonValue, type | tuple[type, ...]] = {"string": str, "boolean": bool,
+                                                       "array": list}
 
 
 def _check_informational(obj: Mapping[str, JsonValue], event_type: str) -> None:

@@ -220,12 +220,21 @@ FIELDS: tuple[ContractField, ...] = (
       for name, kind, doc, sample in (
           ("strategy_assumed", "boolean", "observe-rocketmq: the strategy was assumed (the "
            "client reports none); for people, not read by the job", True),
+          ("strategy_inferred", "string", "observe-rocketmq: the client reports no strategy and "
+           "this one alone gives what it holds (`AVG`, `AVG_BY_CIRCLE`, `CONSISTENT_HASH`), so "
+           "`strategy` is its SDK's version of it; for people, not read by the job",
+           "CONSISTENT_HASH"),
           ("shared_reason", "string", "observe-rocketmq: why a member is `shared` (`pop`, "
            "`grpc_proxy`); for people, not read by the job", "pop"),
           ("owned_unknown", "boolean", "observe-rocketmq: the process's holdings could not be "
            "asked (a second process of one clientId); for people, not read by the job", True),
           ("assigned_by", "string", "observe-rocketmq: a broker allocates for the client "
            "(`broker`); for people, not read by the job", "broker"))),
+    ContractField(
+        "strategy_candidates", HEARTBEAT, "list of strings", "no",
+        "observe-rocketmq: with `strategy_assumed`, the strategies that give what the client "
+        "holds (several: they cannot be told apart; none: it is between two views); for "
+        "people, not read by the job", NAMES, ["AVG", "AVG_BY_CIRCLE"], read=False),
     # route.
     ContractField("topic", ROUTE, "string", "yes", "the topic whose readable queues this is",
                   NAME, "T-sample", "topic", extra={"brokers": {"b": 1}}),
