@@ -156,19 +156,26 @@ def test_go_consumer_alone_holds_every_queue_and_consumes(rocketmq_cluster, go_c
     assert connections == {client_id: "GO"}, connections
 
 
-def test_java_and_go_consumers_with_averagely(rocketmq_cluster, real_consumer, go_consumer):
-    topic, group = "go-avg", "go-avg-group"
+def _settled_avg_group(rocketmq_cluster, real_consumer, go_consumer, topic: str, group: str,
+                       prefix: str) -> tuple[list[RealConsumer], dict]:
+    """Two Java clients and one Go client on AVG, settled: (the clients, what each holds)."""
     namesrv = rocketmq_cluster.namesrv
     rocketmq_cluster.create_topic(topic, queues=QUEUES)
-    consumers = [real_consumer(namesrv, group, topic, "avg-java-1", strategy="AVG"),
-                 real_consumer(namesrv, group, topic, "avg-java-2", strategy="AVG"),
-                 go_consumer(namesrv, group, topic, "avg-go-1", strategy="AVG")]
+    consumers = [real_consumer(namesrv, group, topic, f"{prefix}-java-1", strategy="AVG"),
+                 real_consumer(namesrv, group, topic, f"{prefix}-java-2", strategy="AVG"),
+                 go_consumer(namesrv, group, topic, f"{prefix}-go-1", strategy="AVG")]
     for c in consumers:
         c.wait_started()
     assert len({c.client_id for c in consumers}) == 3
-
     expected = _expected(consumers, topic, "AVG", "GO_AVG", {})
     _wait_settled(consumers, topic, expected)
+    return consumers, expected
+
+
+def test_java_and_go_consumers_with_averagely(rocketmq_cluster, real_consumer, go_consumer):
+    topic = "go-avg"
+    consumers, expected = _settled_avg_group(rocketmq_cluster, real_consumer, go_consumer,
+                                             topic, "go-avg-group", "avg")
 
     counts = Counter(q for held in _holdings(consumers, topic).values() for q in held)
     assert counts == Counter({(BROKER, q): 1 for q in range(QUEUES)}), (
@@ -215,15 +222,17 @@ def test_java_and_go_consumers_with_consistent_hash(rocketmq_cluster, real_consu
                            for c in consumers}, connections
 
 
+@pytest.mark.parametrize("how", ["named", "inferred"])
 def test_the_monitor_re_runs_each_client_with_its_own_sdk_and_reports_the_real_conflicts(
-        rocketmq_cluster, real_consumer, go_consumer, spark, kafka_bootstrap, make_topic,
+        how, rocketmq_cluster, real_consumer, go_consumer, spark, kafka_bootstrap, make_topic,
         tmp_path):
-    """observe-rocketmq told the Go clients' strategy (--sdk-strategy GO=CONSISTENT_HASH): every
-    client's holdings equal the monitor's re-run of it (no allocation mismatch), and the queues
-    the monitor reports doubled and orphaned are the ones the real clients double and orphan."""
+    """The Go client's strategy named by the operator (--sdk-strategy GO=CONSISTENT_HASH), or
+    inferred by observe-rocketmq from what it holds: every client's holdings equal the
+    monitor's re-run of it (no allocation mismatch), and the queues the monitor reports
+    doubled and orphaned are the ones the real clients double and orphan."""
     from tests.integration.rocketmq_watch import group_value, watching
 
-    topic, group = CH_TOPIC, "go-ch-watched"
+    topic, group = CH_TOPIC, f"go-ch-{how}"
     namesrv = rocketmq_cluster.namesrv
     rocketmq_cluster.create_topic(topic, queues=QUEUES)       # again: updateTopic is idempotent
     consumers = [*(real_consumer(namesrv, group, topic, name, client_ip=CH_CLIENT_IP,
@@ -238,9 +247,9 @@ def test_the_monitor_re_runs_each_client_with_its_own_sdk_and_reports_the_real_c
     doubles, orphans = _shared(consumers, topic)
     assert doubles or orphans, _report(consumers, topic, expected)
 
+    named = ("--sdk-strategy", "GO=CONSISTENT_HASH") if how == "named" else ()
     with watching(namesrv, group, spark, kafka_bootstrap, make_topic, tmp_path / "watch",
-                  "--sdk-strategy", "GO=CONSISTENT_HASH", "--go-virtual-nodes",
-                  str(VIRTUAL_NODES)) as (monitor, _):
+                  *named, "--go-virtual-nodes", str(VIRTUAL_NODES)) as (monitor, bridge):
         scrape = monitor.wait_for(
             lambda m: group_value(m, "rebalance_group_members", group) == 3
             and group_value(m, "rebalance_allocation_mismatch_clients", group) == 0
@@ -249,4 +258,36 @@ def test_the_monitor_re_runs_each_client_with_its_own_sdk_and_reports_the_real_c
         assert group_value(scrape, "rebalance_orphaned_queues", group, topic=topic) == len(
             orphans), _report(consumers, topic, expected)
         assert group_value(scrape, "rebalance_strategy_inconsistent", group) == 1
+        if how == "inferred":
+            go_id = next(c.client_id for c in consumers if isinstance(c, GoConsumer))
+            assert (f"client {go_id} reports no strategy; what it holds is CONSISTENT_HASH's "
+                    "alone: re-run as GO_CONSISTENT_HASH") in bridge.log(), bridge.log()[-3000:]
     assert _shared(consumers, topic) == (doubles, orphans)   # nobody moved meanwhile
+
+
+def test_a_go_client_on_avg_is_inferred_as_avg_and_the_group_has_no_conflict(
+        rocketmq_cluster, real_consumer, go_consumer, spark, kafka_bootstrap, make_topic,
+        tmp_path):
+    """Two Java clients and one Go client on AVG, no --sdk-strategy: the Go client's strategy
+    is inferred from what it holds, and the monitor agrees with every client: no mismatch, no
+    inconsistency (GO_AVG and AVG are one strategy), no double, no orphan."""
+    from tests.integration.rocketmq_watch import group_value, watching
+
+    topic, group = "go-avg-inferred", "go-avg-inferred-group"
+    consumers, expected = _settled_avg_group(rocketmq_cluster, real_consumer, go_consumer,
+                                             topic, group, "inf")
+    namesrv = rocketmq_cluster.namesrv
+    go_id = next(c.client_id for c in consumers if isinstance(c, GoConsumer))
+
+    with watching(namesrv, group, spark, kafka_bootstrap, make_topic,
+                  tmp_path / "watch") as (monitor, bridge):
+        scrape = monitor.wait_for(
+            lambda m: group_value(m, "rebalance_group_members", group) == 3
+            and group_value(m, "rebalance_allocation_mismatch_clients", group) == 0
+            and group_value(m, "rebalance_holdings_pending_clients", group) == 0)
+        assert [group_value(scrape, name, group, topic=topic) for name in (
+            "rebalance_double_assigned_queues", "rebalance_orphaned_queues")] == [0, 0]
+        assert group_value(scrape, "rebalance_strategy_inconsistent", group) == 0
+        line = f"client {go_id} reports no strategy; what it holds is AVG's alone: re-run as GO_AVG"
+        assert line in bridge.log(), bridge.log()[-3000:]
+    assert _holdings(consumers, topic) == expected
