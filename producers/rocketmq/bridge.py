@@ -171,9 +171,8 @@ def heartbeat(member: Member, result: PollResult, assumed: AssumedStrategies,
     if reported:
         strategy, params = sdk_strategy(reported, listing.language)
     else:
-        strategy, params, marks = _unreported_strategy(member, known, result, assumed,
-                                                       (inferred or {}).get(
-                                                           (member.group, member.client_id)))
+        previous = inferred.get((member.group, member.client_id)) if inferred else None
+        strategy, params, marks = _unreported_strategy(member, known, result, assumed, previous)
     event = events.heartbeat(result.ts_ms, member.group, member.client_id, sorted(topics),
                              strategy, system=SYSTEM, address=member.address,
                              broker=member.broker, message_model=listing.message_model,
