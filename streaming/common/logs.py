@@ -49,7 +49,10 @@ class LogOptions:
 
 
 # py4j logs every call the JVM makes into Python (each micro-batch's foreachBatch) at INFO.
-QUIETED = {"py4j": logging.WARNING}
+QUIETED = {"py4j": logging.WARNING,
+           # Its ERROR on a foreachBatch failure repeats the sink's own line
+           # (streaming/spark/batch_errors.py), which says it once.
+           "py4j.clientserver": logging.CRITICAL}
 
 
 def configure_logging(level: str, log_format: str) -> None:

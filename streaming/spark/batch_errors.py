@@ -14,6 +14,9 @@ reads. The whole error is logged here, once (an interruption, the stop itself, i
 from __future__ import annotations
 
 import logging
+import threading
+from collections import Counter
+from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +30,10 @@ class BatchFailed(RuntimeError):
     """The sink's batch failed; the message is `summary(error)`."""
 
 
-def bounded_failures(sink):
-    """`sink` as a foreachBatch function whose failures reach Spark as BatchFailed."""
+def bounded_failures(sink, in_outage: Callable[[], bool] = lambda: False):
+    """`sink` as a foreachBatch function whose failures reach Spark as BatchFailed. During a
+    known outage of the events broker (`in_outage`) a failure is the outage's: the query's
+    restart says it, once."""
 
     def call(batch_df, batch_id: int) -> None:
         try:
@@ -37,6 +42,8 @@ def bounded_failures(sink):
             text = summary(error)
             if any(name in text for name in INTERRUPTIONS):
                 log.info("batch %d interrupted (the query is stopping): %s", batch_id, text)
+            elif in_outage():
+                log.debug("batch %d failed in the events broker's outage: %s", batch_id, text)
             else:
                 log.error("batch %d failed in the sink: %s", batch_id, text, exc_info=error)
             raise BatchFailed(text) from None
@@ -53,3 +60,27 @@ def summary(error: BaseException) -> str:
     lines = [line[:LINE_CHARS] for line in text.splitlines() if line.strip()][:2]
     kind = type(error)
     return f"{kind.__module__}.{kind.__qualname__}: " + "\n".join(lines)
+
+
+class OutageFailures:
+    """The query's failures while the events broker is known to be down: each is the outage's,
+    counted, and said in one line when the broker is reachable again."""
+
+    def __init__(self) -> None:
+        self._causes: Counter = Counter()
+        self._lock = threading.Lock()
+
+    def note(self, cause: str) -> None:
+        with self._lock:
+            self._causes[cause] += 1
+
+    def ended(self) -> str | None:
+        """The line that says them, once (None when there were none)."""
+        with self._lock:
+            causes, self._causes = self._causes, Counter()
+        if not causes:
+            return None
+        return (f"the streaming query failed {causes.total()} times while the events topic was "
+                f"unreachable ({', '.join(f'{c} {n}' for c, n in sorted(causes.items()))}) and "
+                "was restarted on its checkpoint each time")
+

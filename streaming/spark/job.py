@@ -53,7 +53,7 @@ from streaming.exporter.scrape_text import ScrapeText
 from streaming.exporter.views import PageLinks
 from streaming.jars import spark_kafka_conf
 from streaming.spark import jvm_logs, kafka_client
-from streaming.spark.batch_errors import bounded_failures
+from streaming.spark.batch_errors import OutageFailures, bounded_failures
 from streaming.spark.checkpoint_files import (
     HadoopTextFile,
     checkpoint_child,
@@ -99,6 +99,8 @@ def build_session(config: JobConfig, master: str | None = None) -> SparkSession:
         # Not launched by spark-submit (which hands over its JVM and its --master): run locally.
         builder = builder.master("local[*]")
     builder = builder.config("spark.ui.showConsoleProgress", "false")
+    # A streaming query never uses adaptive execution, and Spark warns so at each start of it.
+    builder = builder.config("spark.sql.adaptive.enabled", "false")
     builder = builder.config("spark.sql.streaming.stopTimeout", str(QUERY_STOP_TIMEOUT_MS))
     # Loaded whatever the source: a later session of this JVM cannot add it to the driver.
     builder = builder.config(map=spark_kafka_conf())
@@ -158,9 +160,11 @@ def restore_snapshots(spark: SparkSession, checkpoint: str, store: SnapshotStore
     return restored
 
 
-def start_query(spark: SparkSession, config: JobConfig, sink, state_function=None) -> StreamingQuery:
+def start_query(spark: SparkSession, config: JobConfig, sink, state_function=None,
+                in_outage=lambda: False) -> StreamingQuery:
     """The job's query: source, routing, the per-group state function (default: the core's
-    step, as make_state_function wraps it), foreachBatch `sink`."""
+    step, as make_state_function wraps it), foreachBatch `sink`; `in_outage`: the events broker
+    is known to be down (a failing batch is then the outage's)."""
     if state_function is None:
         state_function = make_state_function(config.step_config(), config.max_event_bytes,
                                              config.max_clock_skew_ms)
@@ -174,7 +178,7 @@ def start_query(spark: SparkSession, config: JobConfig, sink, state_function=Non
             .option("checkpointLocation", config.checkpoint)
             .outputMode("update")
             .trigger(processingTime=f"{config.trigger_interval_ms} milliseconds")
-            .foreachBatch(bounded_failures(sink))
+            .foreachBatch(bounded_failures(sink, in_outage))
             .start())
 
 
@@ -245,7 +249,9 @@ class Monitor:
             kafka_client.client_settings(
                 config.bootstrap_servers,
                 config.kafka_options.for_librdkafka()),
-            config.topic)
+            config.topic, on_change=self._source_changed)
+        self._outage_quiet = jvm_logs.OutageQuiet(getattr(spark, "_jvm", None))
+        self._outage_failures = OutageFailures()
         # The job's health families come with the groups' (scrape_text): one view of both.
         self.registry = CollectorRegistry()
         self.registry.register(SourceCollector(self.source_probe.health))
@@ -286,7 +292,19 @@ class Monitor:
                  self.config.metrics_host, self.metrics.port, restored, shards)
         self._listener = ProgressListener(self.store, self._sink, QUERY_NAME)
         self.spark.streams.addListener(self._listener)
-        self.query = start_query(self.spark, self.config, self._sink)
+        self.query = self._start_query()
+
+    def _start_query(self) -> StreamingQuery:
+        return start_query(self.spark, self.config, self._sink,
+                           in_outage=self.source_probe.down)
+
+    def _source_changed(self, up: bool) -> None:
+        """The events topic became reachable (`up`) or not: Spark's lines on each batch that
+        fails for an outage are quieted while it lasts."""
+        self._outage_quiet.outage(started=not up)
+        said = self._outage_failures.ended() if up else None
+        if said:
+            log.info(said)
 
     def run_until(self, stopping: threading.Event, max_backoff_s: float = 60.0) -> None:
         """Keep the query running until `stopping` is set. A query that fails (whatever the
@@ -307,12 +325,23 @@ class Monitor:
             cause = _failure_cause(error)
             self.restarts.labels(cause).inc()
             wait = backoff.next()
-            log.error("streaming query failed (%s); restarting it on its checkpoint in %.0f s: %s",
-                      cause, wait, error)
+            self._say_failed(cause, wait, error)
             if stopping.wait(wait):
                 return
-            self.query = start_query(self.spark, self.config, self._sink)
+            self.query = self._start_query()
             started = time.monotonic()
+
+    def _say_failed(self, cause: str, wait: float, error) -> None:
+        """A failure in an outage of the events broker is the outage's: counted on /metrics and
+        said when the outage ends, in one line for all of them; any other at once, with its
+        error."""
+        if not self.source_probe.down():
+            log.error("streaming query failed (%s); restarting it on its checkpoint in %.0f s: %s",
+                      cause, wait, error)
+            return
+        self._outage_failures.note(cause)      # said when the topic is reachable again
+        log.debug("streaming query failed (%s) while the events topic is unreachable; restarting "
+                  "it on its checkpoint in %.0f s", cause, wait)
 
     def stop(self) -> None:
         """Stop in reverse order of start, each part bounded in time. The query first: its batch

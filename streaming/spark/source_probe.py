@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError, KafkaException
@@ -48,12 +48,14 @@ def topic_answers(admin, topic: str, timeout_s: float) -> str | None:
 
 class SourceProbe:
     def __init__(self, settings: Mapping[str, str], topic: str, interval_s: float = 5.0,
-                 timeout_s: float = 5.0, admin_factory=AdminClient) -> None:
+                 timeout_s: float = 5.0, admin_factory=AdminClient,
+                 on_change: Callable[[bool], None] | None = None) -> None:
         self._settings = dict(settings)
         self._topic = topic
         self._interval_s = interval_s
         self._timeout_s = timeout_s
         self._admin_factory = admin_factory
+        self._on_change = on_change            # called with `up` when reachability changes
         self._lock = threading.Lock()
         self._health = SourceHealth()
         self._errors: Counter = Counter()
@@ -91,6 +93,12 @@ class SourceProbe:
             else:
                 log.warning("events topic %s unreachable (%s): the job waits and resumes "
                             "where it stopped", self._topic, cause)
+            if self._on_change is not None:
+                self._on_change(cause is None)
+
+    def down(self) -> bool:
+        """The last probe found the events topic unreachable."""
+        return self.health().up is False
 
     def _run(self) -> None:
         admin = self._admin_factory({**self._settings, "log_level": 0})

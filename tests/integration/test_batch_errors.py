@@ -9,7 +9,8 @@ import traceback
 import pytest
 from py4j.protocol import Py4JError
 
-from streaming.spark.batch_errors import BatchFailed, bounded_failures
+from streaming.spark.batch_errors import BatchFailed, OutageFailures, bounded_failures
+from streaming.spark.jvm_logs import TASK_FAILURE_LOGGERS, OutageQuiet
 from tests.support import wait_until
 
 pytestmark = pytest.mark.integration
@@ -125,3 +126,47 @@ def test_an_interruption_is_logged_as_the_stop_not_as_a_failure(spark, caplog):
     logged = [r for r in caplog.records if r.name == "streaming.spark.batch_errors"]
     assert [(r.levelname, r.exc_info) for r in logged] == [("INFO", None)]
     assert "batch 4 interrupted" in logged[0].getMessage()
+
+
+def test_a_failure_in_a_known_outage_is_not_logged_as_an_error_and_still_fails_the_batch(
+        caplog):
+    def sink(batch_df, batch_id):
+        raise RuntimeError("Timeout of 60000ms expired before the position could be determined")
+
+    with caplog.at_level(logging.DEBUG, logger="streaming.spark.batch_errors"):
+        with pytest.raises(BatchFailed):
+            bounded_failures(sink, in_outage=lambda: True)(None, 3)
+        with pytest.raises(BatchFailed):
+            bounded_failures(sink)(None, 4)
+    levels = [(record.levelno, record.getMessage().split(":")[0]) for record in caplog.records]
+    assert levels == [(logging.DEBUG, "batch 3 failed in the events broker's outage"),
+                      (logging.ERROR, "batch 4 failed in the sink")]
+
+
+def test_the_querys_failures_in_an_outage_are_said_in_one_line_when_it_ends():
+    failures = OutageFailures()
+    assert failures.ended() is None
+    for cause in ("StreamingQueryException", "StreamingQueryException", "KAFKA_TIMEOUT"):
+        failures.note(cause)
+    assert failures.ended() == (
+        "the streaming query failed 3 times while the events topic was unreachable "
+        "(KAFKA_TIMEOUT 1, StreamingQueryException 2) and was restarted on its checkpoint "
+        "each time")
+    assert failures.ended() is None          # said once
+
+
+def test_sparks_task_failure_lines_are_quieted_for_an_outage_and_put_back_after(spark):
+    jvm = spark.sparkContext._jvm
+    log_manager, level = jvm.org.apache.logging.log4j.LogManager, jvm.org.apache.logging.log4j.Level
+
+    def levels():
+        return [log_manager.getLogger(name).getLevel().toString() for name in TASK_FAILURE_LOGGERS]
+
+    before = levels()
+    quiet = OutageQuiet(jvm)
+    quiet.outage(started=True)
+    quiet.outage(started=True)               # the probe may say it again: the first levels kept
+    assert levels() == [level.FATAL.toString()] * len(TASK_FAILURE_LOGGERS)
+    quiet.outage(started=False)
+    assert levels() == before
+    OutageQuiet(None).outage(started=True)   # no JVM of ours: nothing to do
