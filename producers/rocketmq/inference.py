@@ -58,14 +58,21 @@ def chosen(matching: tuple[str, ...] | None, previous: str | None) -> str | None
     return None
 
 
-@lru_cache(maxsize=4096)
 def _share(strategy: str, params: tuple, topic: str, queues: tuple[tuple[str, int], ...],
            client_ids: tuple[str, ...], client_id: str) -> set[tuple[str, int]] | None:
     """What `client_id` takes of `queues` under `strategy` (None: the SDK would fail)."""
+    shares = _shares(strategy, params, topic, queues, client_ids)
+    return None if shares is None else shares.get(client_id)
+
+
+# One allocation serves every client of a view: the group's members share it.
+@lru_cache(maxsize=1024)
+def _shares(strategy: str, params: tuple, topic: str, queues: tuple[tuple[str, int], ...],
+            client_ids: tuple[str, ...]) -> dict[str, set[tuple[str, int]] | None] | None:
     try:
         result = allocate_group(strategy, dict(params), [(topic, b, q) for b, q in queues],
-                                list(client_ids), for_clients=[client_id])
+                                list(client_ids))
     except InvalidAllocationInput:
         return None
-    share = result.results.get(client_id)
-    return None if share is None else {(broker, queue_id) for _, broker, queue_id in share}
+    return {client: None if share is None else {(broker, q) for _, broker, q in share}
+            for client, share in result.results.items()}
