@@ -167,12 +167,14 @@ def heartbeat(member: Member, result: PollResult, assumed: AssumedStrategies,
     known = result.holdings.get((member.group, member.client_id))
     topics = known.topics if known is not None and known.topics else listing.topics
     reported = strategy_name(known.strategy_class) if known is not None else None
+    shared = _shared_reason(member, known, result)
     marks: dict = {}
     if reported:
         strategy, params = sdk_strategy(reported, listing.language)
     else:
         previous = inferred.get((member.group, member.client_id)) if inferred else None
-        strategy, params, marks = _unreported_strategy(member, known, result, assumed, previous)
+        strategy, params, marks = _unreported_strategy(member, known, result, assumed,
+                                                       previous, shared is not None)
     event = events.heartbeat(result.ts_ms, member.group, member.client_id, sorted(topics),
                              strategy, system=SYSTEM, address=member.address,
                              broker=member.broker, message_model=listing.message_model,
@@ -182,7 +184,6 @@ def heartbeat(member: Member, result: PollResult, assumed: AssumedStrategies,
     if params:
         event["strategy_params"] = params
     event.update(marks)
-    shared = _shared_reason(member, known, result)
     if shared:
         event["shared"] = True
         event["shared_reason"] = shared
@@ -209,13 +210,13 @@ def heartbeat(member: Member, result: PollResult, assumed: AssumedStrategies,
 
 
 def _unreported_strategy(member: Member, known: Holdings | None, result: PollResult,
-                         assumed: AssumedStrategies,
-                         previous: str | None) -> tuple[str, dict, dict]:
+                         assumed: AssumedStrategies, previous: str | None,
+                         shared: bool) -> tuple[str, dict, dict]:
     """(strategy, params, the event's marks) of a client that reports no strategy: the
-    operator's for its SDK, else the one its holdings give (inference.py), else assumed."""
+    operator's for its SDK, else the one its holdings give (inference.py), else assumed. A
+    shared reader (POP) allocates nothing to infer from."""
     language = member.listing.language
-    if (assumed.named(language) or known is None or member.listing.via_proxy
-            or _shared_reason(member, known, result)):
+    if assumed.named(language) or known is None or member.listing.via_proxy or shared:
         return (*assumed.for_language(language), {"strategy_assumed": True})
     matching = inference.matching_strategies(
         member.client_id, known.owned, known.topics or member.listing.topics, result.routes,

@@ -66,9 +66,12 @@ class ScrapeText:
         return groups + self._health_text(view, names)
 
     def _health_text(self, view: HealthView, names: Collection[str] | None) -> bytes:
-        registry = CollectorRegistry(auto_describe=True)
-        registry.register(JobHealthCollector(self._store, self._clock, view=lambda: view))
-        return generate_latest(_restricted(registry, names))
+        collector = JobHealthCollector(self._store, self._clock, view=lambda: view)
+        if not names:
+            return generate_latest(collector)      # a full scrape: no registry to build
+        registry = CollectorRegistry()
+        registry.register(collector)
+        return generate_latest(registry.restricted_registry(names))
 
 
 def _restricted(registry: CollectorRegistry, names: Collection[str] | None):

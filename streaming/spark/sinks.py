@@ -116,7 +116,8 @@ class BatchSink:
 
     def __call__(self, batch_df, batch_id: int) -> None:
         self.apply_rows(batch_df.collect(), batch_id)
-        self._publish_health(time.time())
+        # The batch's counts were shown with its groups (apply_rows); only its end is new.
+        self._store.update_health(last_batch_timestamp_seconds=time.time())
         if self._after_batch is not None:
             self._after_batch()
 
@@ -237,7 +238,7 @@ class BatchSink:
     def _send(self, record: Record) -> None:
         self._sent.append(self._outbox.send(record))
 
-    def _publish_health(self, finished_at: float | None = None) -> None:
+    def _publish_health(self) -> None:
         counters = self._counters
         changes = dict(events_total=dict(counters.events),
                        invalid_events_total=dict(counters.invalid),
@@ -248,6 +249,4 @@ class BatchSink:
                        state_resets_total=dict(counters.resets),
                        clusters=self._liveness.clusters_health(),
                        stale_groups=self._liveness.stale_groups(self._store.group_keys()))
-        if finished_at is not None:
-            changes["last_batch_timestamp_seconds"] = finished_at
         self._store.update_health(**changes)
