@@ -13,8 +13,10 @@
     (True, None)
 
 Determinism: events are applied one at a time in (ts, offset) order, and the allocation is re-run
-after every event (or session expiry) that changes its inputs, so the history counters and every
-finding's `since` do not depend on how events are cut into batches. Events that arrive late
+after every instant (the events of one millisecond, all applied) or session expiry that changed its
+inputs, so the history counters and every finding's `since` do not depend on how events are cut
+into batches. A batch that ends inside a millisecond does not cut the instant: the next step
+replays the window with the rest of it (`_following`). Events that arrive late
 but within `reorder_window_ms` of the group's clock (or above the watermark) are put back in their
 place: the blob keeps the settled state before the window, the window's events, and the view (the
 state after them). A step whose events all come after the view continues from it; one with an
@@ -29,8 +31,9 @@ event (or session expiry) that caused it. A step publishes every transition afte
 previous step published up to (its `now` and the offset of its last event at that time), in
 event-time order: a finding that begins and ends inside one batch gets both records, `since` =
 when it began, the `ended` record's `at` = when it ended. One millisecond of event time is one
-instant: its transitions are netted, so a finding that held only between two events of the same
-millisecond (a route applied before the heartbeats beside it) is none. The window is replayed on
+instant: its events are applied together and re-run once, and what still reacts more than once
+in it (a session expiry at an event's time, late events merged one by one) has its transitions
+netted, so a finding that held only inside one millisecond is none. The window is replayed on
 every step and re-logs what was already published; only what lies after the published point goes
 out, so nothing is published twice. A published record is final: when an event lands behind the
 published point (inside the window, or late and merged at the settled edge) and changes history,
@@ -273,12 +276,13 @@ def _following(body: StoredBody, events: Sequence[tuple[Event, int]], watermark_
     """Following when every event sorts after the stored window and at or after its `now` (and
     the view was kept with the same session timeout): then replaying the window would repeat,
     step for step, what the stored view already is (expiry runs deadline by deadline, so where
-    earlier steps paused does not matter). None otherwise."""
+    earlier steps paused does not matter). None otherwise, and when the first event shares
+    the millisecond of the window's last: the replay takes them as one instant."""
     if not events or body.view_session_timeout_ms() != config.timeout_for(body.system()):
         return None
     new = sorted(events, key=_order)
     last = body.last_pending()           # the window is stored in (ts, offset) order
-    if new[0][0].ts < body.now or (last is not None and _order(new[0]) <= last):
+    if new[0][0].ts < body.now or (last is not None and new[0][0].ts <= last[0]):
         return None
     settled_clock, settled_now = body.settled_clock_and_now()
     clock = max(settled_clock, last[0] if last is not None else settled_clock, new[-1][0].ts)
@@ -420,9 +424,14 @@ def _next_horizon(current: int, clock: int, watermark_ms: int | None, window_ms:
 
 
 def _replay(replay: Replay, items: Iterable[tuple[Event, int]], until: int) -> Replay:
-    """Apply items in order, expiring sessions as event time passes, then expire up to until."""
+    """Apply items in order, expiring sessions as event time passes, then expire up to until.
+    The events of one millisecond are one instant: they are all applied, then the group reacts
+    once, at the instant's last event (a poll's 100 joins are one re-run, not 100)."""
+    instant: _Instant | None = None
     for event, offset in items:
         ts = event.ts
+        if instant is not None and instant.at != ts:
+            instant = _react_to(replay, instant)
         state = replay.state
         if state.deadline_bound <= ts:
             _expire(replay, ts)
@@ -432,9 +441,31 @@ def _replay(replay: Replay, items: Iterable[tuple[Event, int]], until: int) -> R
             _restart(replay, event, offset)
         change = apply_event(replay.state, event)
         if change.alloc or change.brokers:
-            _react(replay, change, ts, offset)
+            instant = _Instant(ts, offset, change if instant is None
+                               else _merged(instant.change, change))
+    if instant is not None:
+        _react_to(replay, instant)
     _expire(replay, until)
     return replay
+
+
+class _Instant(NamedTuple):
+    """What the events of one millisecond changed so far, and the offset of the last of them."""
+
+    at: int
+    offset: int
+    change: Change
+
+
+def _react_to(replay: Replay, instant: _Instant) -> None:
+    _react(replay, instant.change, instant.at, instant.offset)
+
+
+def _merged(first: Change, then: Change) -> Change:
+    """Two changes as one: a re-run of every member either named (None: all)."""
+    members = (None if first.members is None or then.members is None
+               else first.members | then.members)
+    return Change(first.alloc or then.alloc, members, first.brokers or then.brokers)
 
 
 def _restart(replay: Replay, event: Event, offset: int) -> None:

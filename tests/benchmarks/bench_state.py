@@ -10,6 +10,10 @@ Measures, in the same run:
 - baseline: a naive re-run that calls the per-client `allocate()` for every client and topic,
   sorting the inputs each time as RebalanceImpl does. Timed on a sample of clients and
   extrapolated to the whole group (said so in the output).
+- a join wave (`--wave-sizes`): a new group of N members (2 topics x 8 queues, AVG) in one
+  step, as an observer's poll sends it (every heartbeat in one millisecond: one instant, one
+  re-run) against the same members a millisecond apart (one re-run per member, the baseline):
+  the cost per member of each, best of 3.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import argparse
 import statistics
 import time
 
+from streaming.core.advance import advance
 from streaming.core.allocation import allocate, sort_client_ids, sort_queues
 from streaming.core.state.codec import decode, encode
 from streaming.core.state.events import parse_event
@@ -107,13 +112,45 @@ def bench_naive(blob: bytes, sample: int) -> tuple[float, int]:
     return time.perf_counter() - start, len(cids)
 
 
+def wave(members: int, spacing_ms: int) -> list:
+    raws = [{"type": "route", "ts": T0, "group": "wave", "topic": topic,
+             "brokers": {"broker-a": 4, "broker-b": 4}} for topic in ("A", "B")]
+    raws += [{"type": "heartbeat", "ts": T0 + i * spacing_ms, "group": "wave",
+              "client_id": f"c{i:04d}", "topics": ["A", "B"], "strategy": "AVG",
+              "address": f"10.1.{i // 250}.{i % 250}:1"} for i in range(members)]
+    return [(one(raw), offset) for offset, raw in enumerate(raws)]
+
+
+def bench_join_wave(members: int, spacing_ms: int, config: StepConfig) -> float:
+    """Seconds per member of one step over the group's whole join, best of 3."""
+    events = wave(members, spacing_ms)
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        advance(None, events, None, config)
+        best = min(best, time.perf_counter() - start)
+    return best / members
+
+
+def print_join_waves(sizes: list[int]) -> None:
+    print("join wave, one step, per member (best of 3): one poll (one millisecond) | "
+          "a millisecond apart (baseline) | ratio")
+    for size in sizes:
+        poll, spread = bench_join_wave(size, 0, CONFIG), bench_join_wave(size, 1, CONFIG)
+        print(f"  {size:>5} members: {poll * 1e3:.3f} ms | {spread * 1e3:.3f} ms | "
+              f"{spread / poll:.1f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=1000)
     parser.add_argument("--changes", type=int, default=10)
     parser.add_argument("--baseline-sample", type=int, default=50)
+    parser.add_argument("--wave-sizes", default="10,50,100,200,1000",
+                        help="join waves to time, comma-separated member counts")
     args = parser.parse_args()
     print(f"machine: {describe_machine()}")
+    print_join_waves([int(size) for size in args.wave_sizes.split(",")])
     print(f"group: {args.clients} clients, {len(TOPICS)} topics x 1,000 queues, AVG")
     blob = build_blob(args.clients)
     raws = changes(args.changes, args.clients)

@@ -125,3 +125,39 @@ def test_one_millisecond_is_netted_within_a_batch():
     joined (a batch boundary inside that millisecond would publish it for 0 ms)."""
     items = parsed([route("T", brokers={"a": 2}), hb("c1", ["T"]), hb("c2", ["T"])])
     assert step(None, items).findings == []
+
+
+def _joins(clients: int, spacing_ms: int) -> list[dict]:
+    return [route("T", brokers={"b": 16})] + [hb(f"c{i:03d}", ["T"], ts=T0 + i * spacing_ms)
+                                             for i in range(clients)]
+
+
+def test_the_joins_of_one_millisecond_are_one_rerun_and_one_rebalance(monkeypatch):
+    """An observer stamps a poll's heartbeats with one time: 100 processes found in one poll
+    re-run the group once (the cost of a join wave grows with its members, not their square)
+    and count as one rebalance (RebalanceStorm is not raised by one poll)."""
+    import streaming.core.step as step_module
+
+    calls = []
+    real_rerun = step_module.rerun
+    monkeypatch.setattr(step_module, "rerun", lambda *a: calls.append(a) or real_rerun(*a))
+    at_once = step(None, parsed(_joins(100, spacing_ms=0)), config=WINDOW)
+    assert (len(calls), at_once.metrics.rebalances_total) == (1, 1)
+    assert at_once.metrics.members == 100 and sum(at_once.metrics.client_queues.values()) == 16
+
+    calls.clear()
+    spread = step(None, parsed(_joins(100, spacing_ms=1)), config=WINDOW)
+    # A re-run per instant; the claims change only while the members are fewer than the queues.
+    assert (len(calls), spread.metrics.rebalances_total) == (100, 16)
+    assert spread.metrics.client_queues == at_once.metrics.client_queues
+
+
+def test_an_instant_cut_by_a_batch_is_taken_whole():
+    """A batch that ends inside a millisecond: the next batch's events of that millisecond are
+    replayed with the window's, as one instant, so the group ends as if uncut."""
+    raws = _joins(10, spacing_ms=0)
+    whole = step(None, parsed(raws), config=WINDOW)
+    first = step(None, parsed(raws[:4]), config=WINDOW)
+    rest = step(first.blob, parsed(raws[4:], first_offset=4), config=WINDOW)
+    assert rest.metrics == whole.metrics
+    assert rest.metrics.rebalances_total == 1
