@@ -107,12 +107,15 @@ from streaming.core.times import LONG_AGO, START, Cursor
 class StepConfig:
     """The core's settings. `exact`: every step takes the full definition, with no shortcut
     and no deferral, and sends the group's detail every time (`advance` keeps no refresh;
-    the job caches nothing of it either): the twin that each fast path must equal."""
+    the job caches nothing of it either): the twin that each fast path must equal.
+    `instant_ms`: the events of one instant (event time floored to a multiple of it) are
+    applied together and re-run once."""
 
     session_timeout_ms: int = 120_000
     kafka_session_timeout_ms: int = 45_000
     reorder_window_ms: int = 10_000
     exact: bool = field(default_factory=exact_by_default)
+    instant_ms: int = 1
 
     def timeout_for(self, system: str) -> int:
         return self.kafka_session_timeout_ms if system == "kafka" else self.session_timeout_ms
@@ -125,12 +128,14 @@ class Replay:
     (`log`; None when the replay is not publishing: already published, or a restore), and
     whether anything the group's detail shows changed after the published point (`changed`)."""
 
-    __slots__ = ("state", "claims", "findings", "log", "published", "changed", "exact")
+    __slots__ = ("state", "claims", "findings", "log", "published", "changed", "exact",
+                 "instant_ms")
 
     def __init__(self, state: GroupState, published: Cursor | None = None,
-                 exact: bool = False) -> None:
+                 exact: bool = False, instant_ms: int = 1) -> None:
         self.state = state
         self.exact = exact               # StepConfig.exact: no shortcut in _react, every detail
+        self.instant_ms = instant_ms     # StepConfig.instant_ms
         self.claims = claims_of(state)
         self.findings: fnd.GroupFindings | None = None
         self.log: list[pub.Transition] | None = None if published is None else []
@@ -190,9 +195,9 @@ def stepped(blob: bytes | None, events: Sequence[tuple[Event, int]], *,
     if following is None:
         return _replay_window(body.stored(with_view=False), events, watermark_ms, config)
     if following.horizon == body.horizon:
-        return _onto_view_edge_kept(body, following)
+        return _onto_view_edge_kept(body, following, config)
     if following.events[0][0].ts < following.horizon:
-        return _onto_view_edge_in_new_events(body, following)
+        return _onto_view_edge_in_new_events(body, following, config)
     return _onto_view_edge_past_window(body.stored(with_view=True), following, config)
 
 
@@ -204,7 +209,7 @@ def refreshes_of(blob: bytes, config: StepConfig = StepConfig()) -> Refreshes:
     view = body.view()
     if view is None:
         stored = body.stored(with_view=False)
-        view = _replay(Replay(stored.settled, exact=config.exact), stored.pending,
+        view = _replay(_replay_of(stored.settled, config), stored.pending,
                        stored.now).state
     accepts = view.session_timeout_ms == config.timeout_for(view.system)
     return Refreshes(view, body.now, body.last_pending(), accepts)
@@ -225,7 +230,7 @@ def snapshot_of(blob: bytes, config: StepConfig | None = None) -> tuple[GroupMet
 
 def _restored_view(blob: bytes, config: StepConfig) -> Replay:
     stored = decode(blob)
-    return _replay(Replay(stored.settled, exact=config.exact), stored.pending, stored.now)
+    return _replay(_replay_of(stored.settled, config), stored.pending, stored.now)
 
 
 def _replay_window(stored: Stored[GroupState], events: Sequence[tuple[Event, int]],
@@ -241,7 +246,7 @@ def _replay_window(stored: Stored[GroupState], events: Sequence[tuple[Event, int
     retimed = stored.settled.session_timeout_ms != timeout
     stored.settled.session_timeout_ms = timeout
     published = Cursor(stored.now, stored.now_offset)
-    settled = Replay(stored.settled, exact=config.exact)
+    settled = _replay_of(stored.settled, config)
     for event, offset in sorted((item for item in events if item[0].ts < stored.horizon),
                                 key=_order):
         settled.state.late_events += 1
@@ -251,7 +256,7 @@ def _replay_window(stored: Stored[GroupState], events: Sequence[tuple[Event, int
     state = settled.state
     clock = max([state.clock, *(e.ts for e, _ in window)])
     now = _step_now(clock, watermark_ms, state.now, stored.now)
-    horizon = _next_horizon(stored.horizon, clock, watermark_ms, config.reorder_window_ms)
+    horizon = _next_horizon(stored.horizon, clock, watermark_ms, config)
     behind = (new_group or retimed or settled.changed
               or any(_order(item) <= published for item in events))
     view = _publishing(settled, published)
@@ -277,37 +282,39 @@ def _following(body: StoredBody, events: Sequence[tuple[Event, int]], watermark_
     the view was kept with the same session timeout): then replaying the window would repeat,
     step for step, what the stored view already is (expiry runs deadline by deadline, so where
     earlier steps paused does not matter). None otherwise, and when the first event shares
-    the millisecond of the window's last: the replay takes them as one instant."""
+    the instant of the window's last: the replay takes them as one instant."""
     if not events or body.view_session_timeout_ms() != config.timeout_for(body.system()):
         return None
     new = sorted(events, key=_order)
     last = body.last_pending()           # the window is stored in (ts, offset) order
-    if new[0][0].ts < body.now or (last is not None and new[0][0].ts <= last[0]):
+    if new[0][0].ts < body.now or (
+            last is not None and new[0][0].ts // config.instant_ms <= last[0] // config.instant_ms):
         return None
     settled_clock, settled_now = body.settled_clock_and_now()
     clock = max(settled_clock, last[0] if last is not None else settled_clock, new[-1][0].ts)
-    horizon = _next_horizon(body.horizon, clock, watermark_ms, config.reorder_window_ms)
+    horizon = _next_horizon(body.horizon, clock, watermark_ms, config)
     return Following(new, horizon, _step_now(clock, watermark_ms, settled_now, body.now))
 
 
-def _onto_view_edge_kept(body: StoredBody, following: Following) -> Stepped:
+def _onto_view_edge_kept(body: StoredBody, following: Following, config: StepConfig) -> Stepped:
     """The window's lower edge stays, so the settled state and the stored window stay as they
     are (not even converted) and the new events go onto the view. Equal to the full replay
     because the view is the replay of that same window up to its `now`, and the new events all
     come after both (`_following`)."""
     published = Cursor(body.now, body.now_offset)
-    view = _onto_view(body.view(), following, published)  # type: ignore[arg-type]  # _following: a view
+    view = _onto_view(body.view(), following, published, config)  # type: ignore[arg-type]  # _following: a view
     kept = Window(body.settled_text(), following.events, following.horizon, body.pending_raw())
     return _conclude(view, body.open_findings(), published, kept)
 
 
-def _onto_view_edge_in_new_events(body: StoredBody, following: Following) -> Stepped:
+def _onto_view_edge_in_new_events(body: StoredBody, following: Following,
+                                  config: StepConfig) -> Stepped:
     """The window's new lower edge lies past the stored window and inside the new events: the
     view goes on through the new events, and the settled state is cut from it at the edge.
     Equal to the full replay because that replay would apply the whole stored window before the
     edge too, re-run for re-run what the view already is."""
     published = Cursor(body.now, body.now_offset)
-    view = _publishing(Replay(body.view()), published)  # type: ignore[arg-type]  # _following: a view
+    view = _publishing(Replay(body.view(), instant_ms=config.instant_ms), published)  # type: ignore[arg-type]  # _following: a view
     pending = _settle(view, following.events, following.horizon)
     settled_text = render_state(view.state)
     _replay(view, pending, following.now)
@@ -324,20 +331,24 @@ def _onto_view_edge_past_window(stored: Stored[GroupState], following: Following
     order as that replay's two parts."""
     stored.settled.session_timeout_ms = config.timeout_for(stored.settled.system)
     published = Cursor(stored.now, stored.now_offset)
-    settled = Replay(stored.settled)
+    settled = Replay(stored.settled, instant_ms=config.instant_ms)
     pending = _settle(settled, stored.pending, following.horizon)
-    view = _onto_view(stored.view, following, published)  # type: ignore[arg-type]  # _following: a view
+    view = _onto_view(stored.view, following, published, config)  # type: ignore[arg-type]  # _following: a view
     kept = Window(render_state(settled.state), [*pending, *following.events], following.horizon)
     return _conclude(view, stored.open_findings, published, kept)
 
 
-def _onto_view(view_state: GroupState, following: Following,
-               published: Cursor) -> Replay:
+def _onto_view(view_state: GroupState, following: Following, published: Cursor,
+               config: StepConfig) -> Replay:
     """Apply events that all come after the view, publishing the transitions after
     `published`."""
-    view = _publishing(Replay(view_state), published)
+    view = _publishing(Replay(view_state, instant_ms=config.instant_ms), published)
     forget_tombstones(view.state, following.horizon)
     return _replay(view, following.events, following.now)
+
+
+def _replay_of(state: GroupState, config: StepConfig) -> Replay:
+    return Replay(state, exact=config.exact, instant_ms=config.instant_ms)
 
 
 def _publishing(replay: Replay, published: Cursor) -> Replay:
@@ -416,28 +427,35 @@ def _settle(replay: Replay, items: list[tuple[Event, int]],
     return items[cut:]
 
 
-def _next_horizon(current: int, clock: int, watermark_ms: int | None, window_ms: int) -> int:
-    """The window's lower edge: `window_ms` behind the clock (or at the watermark, if later),
-    moved only in steps of at least `window_ms`, so that most steps keep the settled state."""
+def _next_horizon(current: int, clock: int, watermark_ms: int | None, config: StepConfig) -> int:
+    """The window's lower edge: the reorder window behind the clock (or at the watermark, if
+    later), moved only in steps of at least the window, so that most steps keep the settled
+    state; on an instant's first millisecond, so that no instant is cut by it."""
+    window_ms = config.reorder_window_ms
     wanted = max(clock - window_ms, watermark_ms if watermark_ms is not None else LONG_AGO)
+    wanted -= wanted % config.instant_ms
     return wanted if wanted >= current + window_ms else current
 
 
 def _replay(replay: Replay, items: Iterable[tuple[Event, int]], until: int) -> Replay:
     """Apply items in order, expiring sessions as event time passes, then expire up to until.
-    The events of one millisecond are one instant: they are all applied, then the group reacts
-    once, at the instant's last event (a poll's 100 joins are one re-run, not 100)."""
+    The events of one instant are applied together, then the group reacts once, at the last
+    of them that changed something (a poll's 100 joins are one re-run, not 100). A session
+    expiry inside an instant ends it: the group reacts to what came before, then expires."""
     instant: _Instant | None = None
+    per = replay.instant_ms
     for event, offset in items:
         ts = event.ts
-        if instant is not None and instant.at != ts:
-            instant = _react_to(replay, instant)
         state = replay.state
+        if instant is not None and (instant.at // per != ts // per or state.deadline_bound <= ts):
+            instant = _react_to(replay, instant)
         if state.deadline_bound <= ts:
             _expire(replay, ts)
         elif state.now < ts:
             state.now = ts       # what _expire does when nothing is due, without the call
         if not state.members and ts > state.clock + state.session_timeout_ms:
+            if instant is not None:
+                instant = _react_to(replay, instant)
             _restart(replay, event, offset)
         change = apply_event(replay.state, event)
         if change.alloc or change.brokers:
@@ -450,7 +468,8 @@ def _replay(replay: Replay, items: Iterable[tuple[Event, int]], until: int) -> R
 
 
 class _Instant(NamedTuple):
-    """What the events of one millisecond changed so far, and the offset of the last of them."""
+    """What the events of one instant changed so far, at the time and offset of the last
+    event that changed something."""
 
     at: int
     offset: int

@@ -94,6 +94,11 @@ class JobConfig:
         "events this far behind a group's newest event are put back in order exactly (the "
         "window's edge moves in steps of this size); events behind it merge with the newest "
         "fact winning", values.non_negative, default=10_000, metavar="MS", group=DETECTION)
+    instant_ms: int = option(
+        "a group's events within one instant (event time in steps of this size) are applied "
+        "together and its allocation is re-run once: a join wave of N members spread over "
+        "an instant costs one re-run, not N; a conflict shorter than an instant may not show",
+        _positive, default=1, metavar="MS", group=DETECTION)
     max_event_bytes: int = option(
         "events larger than this go to the dead-letter topic as oversized", _positive,
         default=1 << 20, metavar="BYTES", group=DETECTION)

@@ -2,6 +2,8 @@
 tests built on them (group detail, shard state, refresh deferral), and the config they all step
 with: events of one group ("g") of either system, and whole scenarios cut into batches."""
 
+from dataclasses import replace
+
 from hypothesis import strategies as st
 
 from streaming.core.step import StepConfig
@@ -9,6 +11,8 @@ from tests.unit.state_helpers import T0, parsed
 
 CONFIG = StepConfig(session_timeout_ms=1_000, kafka_session_timeout_ms=1_000,
                     reorder_window_ms=300)
+# Instants of 100 ms: most scenarios then have several events in one instant.
+CONFIGS = (CONFIG, replace(CONFIG, instant_ms=100))
 CLIENTS = ("c1", "c2", "c3", "c4")
 TOPICS = ("T1", "T2")
 

@@ -43,6 +43,7 @@ DEFAULTS = {
     "--session-timeout-ms": 120_000,
     "--kafka-session-timeout-ms": 45_000,
     "--reorder-window-ms": 10_000,
+    "--instant-ms": 1,
     "--client-metrics": True,
     "--max-client-series": 500,
     "--dashboard-base-url": None,
@@ -78,6 +79,7 @@ GOOD = {
     "session_timeout_ms": ("60000", 60_000),
     "kafka_session_timeout_ms": ("30000", 30_000),
     "reorder_window_ms": ("5000", 5_000),
+    "instant_ms": ("1000", 1_000),
     "client_metrics": ("no", False),
     "max_client_series": ("50", 50),
     "dashboard_base_url": ("https://grafana.example.com", "https://grafana.example.com"),
@@ -106,6 +108,7 @@ BAD = {
     "session_timeout_ms": ("2m", "whole number"),
     "kafka_session_timeout_ms": ("1.5", "whole number"),
     "reorder_window_ms": ("", "whole number"),
+    "instant_ms": ("1s", "whole number"),
     "client_metrics": ("enabled", "on or off"),
     "max_client_series": ("many", "whole number"),
     "dashboard_base_url": ("grafana.example.com", "absolute http(s) URL"),
@@ -132,6 +135,7 @@ ALSO_BAD = [
     ("metrics_port", "99999", "at most 65535"),
     ("session_timeout_ms", "-1", "positive"),
     ("reorder_window_ms", "-10", "at least 0"),
+    ("instant_ms", "0", "positive"),
     ("max_client_series", "-3", "at least 0"),
 ]
 

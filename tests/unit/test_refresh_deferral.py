@@ -22,13 +22,13 @@ from streaming.core.state.refresh import unpack_kept
 from streaming.core.state.shard import is_due
 from streaming.core.step import StepConfig, refreshes_of, step, stepped
 from tests.unit.state_helpers import T0, hb, parsed, route
-from tests.unit.step_strategies import CONFIG, kafka_event, rocketmq_event
+from tests.unit.step_strategies import CONFIG, CONFIGS, kafka_event, rocketmq_event
 
 pytestmark = [pytest.mark.unit, pytest.mark.slow]
 
 
 @st.composite
-def steady_group(draw, reordered: bool = True):
+def steady_group(draw, reordered: bool = True, instant_ms: int = 1):
     """Events of one group in arrival order, most of them refreshes (a client's or a route's
     last facts again), the rest as step_strategies draws them; the cuts into batches, each
     batch's watermark (at most the next batch's oldest event, or none) and a final watermark."""
@@ -48,8 +48,9 @@ def steady_group(draw, reordered: bool = True):
         raws.append(event)
     items = parsed(raws)
     cuts = sorted(draw(st.sets(st.integers(1, max(1, len(items) - 1)), max_size=12)))
-    if not reordered:   # no cut inside one millisecond (step's documented condition)
-        cuts = [c for c in cuts if c < len(items) and items[c][0].ts > items[c - 1][0].ts]
+    if not reordered:   # no cut inside one instant (step's documented condition)
+        cuts = [c for c in cuts if c < len(items)
+                and items[c][0].ts // instant_ms > items[c - 1][0].ts // instant_ms]
     bounds = [0, *cuts, len(items)]
     batches = []
     for start, end in zip(bounds, bounds[1:], strict=False):
@@ -62,22 +63,22 @@ def steady_group(draw, reordered: bool = True):
     return batches
 
 
-def _every_batch(batches):
+def _every_batch(batches, config=CONFIG):
     """The reference: one step per batch."""
     blob, records, out = None, [], None
     for events, watermark in batches:
-        out = step(blob, events, watermark_ms=watermark, config=CONFIG)
+        out = step(blob, events, watermark_ms=watermark, config=config)
         blob, records = out.blob, records + out.findings
     return out, records
 
 
-def _keeping(batches, on_kept=None):
+def _keeping(batches, on_kept=None, config=CONFIG):
     """advance() per batch, then one step for what is still kept (the job steps it when the
     group's timeout is due or another event comes)."""
     entry, records, out, kept_batches = None, [], None, 0
     for events, watermark in batches:
         before = entry
-        advanced = advance(entry, events, watermark, CONFIG)
+        advanced = advance(entry, events, watermark, config)
         entry = advanced.entry
         if advanced.output is None:
             kept_batches += 1
@@ -86,7 +87,7 @@ def _keeping(batches, on_kept=None):
         else:
             out, records = advanced.output, records + advanced.output.findings
     if entry is not None and entry.kept:
-        out = advance(entry, [], batches[-1][1], CONFIG).output
+        out = advance(entry, [], batches[-1][1], config).output
         records += out.findings
     return out, records, kept_batches
 
@@ -96,20 +97,23 @@ def _final(out):
     return published, out.metrics
 
 
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"instant_{c.instant_ms}ms")
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(steady_group(reordered=False))
-def test_in_order_keeping_refreshes_publishes_what_a_step_every_batch_does(batches):
-    reference, reference_records = _every_batch(batches)
-    kept_out, kept_records, _ = _keeping(batches)
+@given(data=st.data())
+def test_in_order_keeping_refreshes_publishes_what_a_step_every_batch_does(config, data):
+    batches = data.draw(steady_group(reordered=False, instant_ms=config.instant_ms))
+    reference, reference_records = _every_batch(batches, config)
+    kept_out, kept_records, _ = _keeping(batches, config=config)
     assert [r.to_json() for r in kept_records] == [r.to_json() for r in reference_records]
     assert _final(kept_out) == _final(reference)
 
 
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"instant_{c.instant_ms}ms")
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(steady_group())
-def test_reordered_keeping_refreshes_ends_with_the_same_findings_and_metrics(batches):
-    reference, _ = _every_batch(batches)
-    kept_out, _, _ = _keeping(batches)
+@given(batches=steady_group())
+def test_reordered_keeping_refreshes_ends_with_the_same_findings_and_metrics(config, batches):
+    reference, _ = _every_batch(batches, config)
+    kept_out, _, _ = _keeping(batches, config=config)
     assert _final(kept_out) == _final(reference)
 
 

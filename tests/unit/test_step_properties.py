@@ -16,7 +16,7 @@ from streaming.core import findings as fnd
 from streaming.core.state.codec import decode, render_state
 from streaming.core.step import StepConfig, step
 from tests.unit.state_helpers import T0, hb, parsed, route, without_view
-from tests.unit.step_strategies import CONFIG, batches_of, scenario
+from tests.unit.step_strategies import CONFIG, CONFIGS, batches_of, scenario
 
 pytestmark = [pytest.mark.unit, pytest.mark.slow]
 
@@ -27,30 +27,32 @@ def _result(out):
     return decode(out.blob).open_findings, out.metrics
 
 
-def _run(items, cuts, final_watermark, watermarks):
+def _run(items, cuts, final_watermark, watermarks, config=CONFIG):
     blob, bounds = None, [0, *cuts, len(items)]
     out = None
     for index, (start, end) in enumerate(zip(bounds, bounds[1:], strict=False)):
         last = index == len(bounds) - 2
         watermark = final_watermark if last else watermarks(end)
-        out = step(blob, items[start:end], watermark_ms=watermark, config=CONFIG)
+        out = step(blob, items[start:end], watermark_ms=watermark, config=config)
         blob = out.blob
     return out
 
 
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"instant_{c.instant_ms}ms")
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scenario(), st.booleans())
-def test_any_batch_split_gives_the_same_findings_and_snapshot(case, intermediate_watermarks):
+@given(case=scenario(), intermediate_watermarks=st.booleans())
+def test_any_batch_split_gives_the_same_findings_and_snapshot(config, case,
+                                                              intermediate_watermarks):
     raws, cuts, final_watermark = case
     items = parsed(raws)
-    whole = step(None, items, watermark_ms=final_watermark, config=CONFIG)
+    whole = step(None, items, watermark_ms=final_watermark, config=config)
 
     def watermarks(end):
         # The most a watermark may say: no later event is older than it.
         later = [event.ts for event, _ in items[end:]]
         return min(later) if intermediate_watermarks and later else None
 
-    split = _run(items, cuts, final_watermark, watermarks)
+    split = _run(items, cuts, final_watermark, watermarks, config)
     assert _result(split) == _result(whole)
 
 
@@ -75,33 +77,37 @@ def _records(changes) -> list[bytes]:
     return [record.to_json() for record in changes]
 
 
-def _published_records(items, cuts, final_watermark, watermarks) -> list[bytes]:
+def _published_records(items, cuts, final_watermark, watermarks, config) -> list[bytes]:
     blob, changes, bounds = None, [], [0, *cuts, len(items)]
     for index, (start, end) in enumerate(zip(bounds, bounds[1:], strict=False)):
         last = index == len(bounds) - 2
         out = step(blob, items[start:end], watermark_ms=final_watermark if last
-                   else watermarks(end), config=CONFIG)
+                   else watermarks(end), config=config)
         blob = out.blob
         changes += out.findings
     return _records(changes)
 
 
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"instant_{c.instant_ms}ms")
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scenario(reordered=False), st.booleans())
-def test_in_order_events_publish_the_same_records_whatever_the_batches(case, with_watermarks):
+@given(case=scenario(reordered=False), with_watermarks=st.booleans())
+def test_in_order_events_publish_the_same_records_whatever_the_batches(config, case,
+                                                                       with_watermarks):
     raws, cuts, final_watermark = case
     items = parsed(raws)
-    instants = [i for i in range(1, len(items)) if items[i][0].ts > items[i - 1][0].ts]
+    per = config.instant_ms
+    instants = [i for i in range(1, len(items))
+                if items[i][0].ts // per > items[i - 1][0].ts // per]
     cuts = [c for c in cuts if c in instants]
 
     def watermarks(end):
         # Just below the next event: a watermark at its time would settle that instant early.
         return items[end][0].ts - 1 if with_watermarks else None
 
-    whole = _records(step(None, items, watermark_ms=final_watermark, config=CONFIG).findings)
-    per_instant = _published_records(items, instants, final_watermark, watermarks)
+    whole = _records(step(None, items, watermark_ms=final_watermark, config=config).findings)
+    per_instant = _published_records(items, instants, final_watermark, watermarks, config)
     assert per_instant == whole
-    assert _published_records(items, cuts, final_watermark, watermarks) == whole
+    assert _published_records(items, cuts, final_watermark, watermarks, config) == whole
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -152,16 +158,19 @@ def _stored_text(blob: bytes | None):
             None if stored.view is None else render_state(stored.view))
 
 
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"instant_{c.instant_ms}ms")
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scenario(), st.lists(st.sampled_from([None, 0, -400, 300, 2_000]), min_size=7, max_size=7))
-def test_continuing_from_the_stored_view_equals_the_full_replay(case, watermark_shifts):
+@given(case=scenario(),
+       watermark_shifts=st.lists(st.sampled_from([None, 0, -400, 300, 2_000]), min_size=7,
+                                 max_size=7))
+def test_continuing_from_the_stored_view_equals_the_full_replay(config, case, watermark_shifts):
     """A step takes the short way (no window replay) only when that cannot change anything:
     each batch gives the same output and blob from the stored view as from the window replay,
     whatever the watermark says, even one ahead of events still to come."""
     blob = None
     for batch, watermark in batches_of(case, watermark_shifts):
-        fast = step(blob, batch, watermark_ms=watermark, config=CONFIG)
-        full = step(without_view(blob), batch, watermark_ms=watermark, config=CONFIG)
+        fast = step(blob, batch, watermark_ms=watermark, config=config)
+        full = step(without_view(blob), batch, watermark_ms=watermark, config=config)
         assert (fast.findings, fast.metrics) == (full.findings, full.metrics)
         assert _stored_text(fast.blob) == _stored_text(full.blob)
         blob = fast.blob
