@@ -299,7 +299,8 @@ def run(bootstrap: str, args, source: str) -> None:
                        checkpoint=str(workdir / "checkpoint"), metrics_host="127.0.0.1",
                        metrics_port=0, trigger_interval_ms=args.trigger_ms,
                        max_offsets_per_trigger=args.max_offsets, shuffle_partitions=args.shuffle,
-                       reorder_window_ms=args.reorder_window_ms, state_shards=args.state_shards)
+                       reorder_window_ms=args.reorder_window_ms, state_shards=args.state_shards,
+                       instant_ms=args.instant_ms)
     spark = build_session(config, master="local[2]")
     spark.sparkContext.setLogLevel("ERROR")
     batch_log = BatchLog()
@@ -540,6 +541,7 @@ def main() -> None:
     parser.add_argument("--operator-floor", action="store_true",
                         help="also run the query with an empty state function")
     parser.add_argument("--reorder-window-ms", type=int, default=10_000)
+    parser.add_argument("--instant-ms", type=int, default=1, help="the job's --instant-ms")
     parser.add_argument("--background-rate", type=int, default=2_000)
     parser.add_argument("--state-shards", type=int, default=None,
                         help="the job's --state-shards (default: the job's own)")
