@@ -448,14 +448,16 @@ def _replay(replay: Replay, items: Iterable[tuple[Event, int]], until: int) -> R
         ts = event.ts
         state = replay.state
         if instant is not None and (instant.at // per != ts // per or state.deadline_bound <= ts):
-            instant = _react_to(replay, instant)
+            _react_to(replay, instant)
+            instant = None
         if state.deadline_bound <= ts:
             _expire(replay, ts)
         elif state.now < ts:
             state.now = ts       # what _expire does when nothing is due, without the call
         if not state.members and ts > state.clock + state.session_timeout_ms:
             if instant is not None:
-                instant = _react_to(replay, instant)
+                _react_to(replay, instant)
+                instant = None
             _restart(replay, event, offset)
         change = apply_event(replay.state, event)
         if change.alloc or change.brokers:

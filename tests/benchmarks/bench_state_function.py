@@ -1,0 +1,174 @@
+"""Benchmark: where the Python worker's time goes in one micro-batch, stage by stage.
+
+Run: .venv/bin/python -m tests.benchmarks.bench_state_function [--groups 2000] [--clients 10]
+     [--queues 8] [--backlog-seconds 90] [--trigger-seconds 2] [--steady-batches 10]
+     [--shards 128] [--instant-ms 1]
+
+The job's state function (streaming.spark.state_function, the very function Spark calls) on
+the simulator's `steady` fleet, called as Spark calls it: per state shard, with the shard's
+rows as a pandas frame in the router's columns and the shard's state in PySpark's own
+GroupState. No JVM: what Spark does before (the Kafka read, the JSON routing, Arrow) and after
+(the state store) is `bench_job --operator-floor`'s. Two batches:
+
+1. the backlog: every member's join and `--backlog-seconds` of heartbeats and routes;
+2. the steady batches after it: `--steady-batches` of `--trigger-seconds` each of the same
+   fleet, which restates it (summed).
+
+Each stage's time is summed over the batch's shards and given per event: reading the frame
+into rows (pandas), parsing the events (JSON and the contract), the core's `advance` (the
+group's step, or its refreshes kept), the output rows (each payload's JSON), the output frame
+(pandas) and the shard's state (its entries read and written). The baseline, in the same run:
+`json.loads` of every event alone, the least any Python parse of them costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import pandas as pd
+
+from producers.simulator.clock import DEFAULT_EPOCH_MS, FastClock
+from producers.simulator.scenarios import Steady
+from streaming.core.step import StepConfig
+from streaming.spark import state_function as sf
+from tests.benchmarks.machine import describe_machine
+from tests.unit.spark_key_state import SparkKeyState
+
+STAGES = {                       # the state function's own helpers, timed where it calls them
+    "rows (pandas -> lists)": "_rows_by_group",
+    "parse (JSON + contract)": "_decode",
+    "advance (the core)": "advance",
+    "output rows (JSON payloads)": "_step_rows",
+    "output frame (pandas)": "_frame",
+    "state read (shard entries)": "_stored_entries",
+    "state write (shard entries)": "_store",
+}
+
+
+def fleet_batches(args) -> list[list[bytes]]:
+    """The backlog's events, then each steady batch's, each in production order."""
+    steady_ms = args.steady_batches * args.trigger_seconds * 1000
+    scenario = Steady(groups=args.groups, clients=args.clients, topics=2, queues=args.queues,
+                      duration_ms=args.backlog_seconds * 1000 + steady_ms, seed=1)
+    end = DEFAULT_EPOCH_MS + args.backlog_seconds * 1000
+    batches: list[list[bytes]] = [[] for _ in range(1 + args.steady_batches)]
+    for _, value in scenario.run_encoded(FastClock(DEFAULT_EPOCH_MS)):
+        after = json.loads(value)["ts"] - end
+        batches[0 if after < 0 else 1 + after // (args.trigger_seconds * 1000)].append(value)
+    return batches
+
+
+def shard_frames(values: list[bytes], shards: int, first_offset: int) -> dict[int, pd.DataFrame]:
+    """The router's rows (streaming.spark.parse.route_events) by shard. Python's hash stands in
+    for Spark's xxhash64: only the spread of groups over shards matters here."""
+    rows: dict[int, list[tuple]] = defaultdict(list)
+    for offset, value in enumerate(values, start=first_offset):
+        envelope = json.loads(value)
+        groups = envelope.get("groups") or [envelope["group"]]
+        for copy, group in enumerate(groups):
+            system = envelope.get("system", "rocketmq")
+            rows[hash((system, group)) % shards].append(
+                (system, group, envelope.get("cluster", "default"), value, offset,
+                 envelope["ts"], copy))
+    return {shard: pd.DataFrame(found, columns=list(sf.ROUTED_COLUMNS))
+            for shard, found in rows.items()}
+
+
+@contextmanager
+def timed_stages(totals: dict[str, float]) -> Iterator[None]:
+    """Wrap each stage's helper in state_function so that its time adds to `totals`."""
+    originals = {name: getattr(sf, name) for name in STAGES.values()}
+
+    def timing(label: str, function: Callable) -> Callable:
+        def wrapper(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                totals[label] += time.perf_counter() - start
+        return wrapper
+
+    for label, name in STAGES.items():
+        setattr(sf, name, timing(label, originals[name]))
+    try:
+        yield
+    finally:
+        for name, function in originals.items():
+            setattr(sf, name, function)
+
+
+def run_batch(apply_shard, frames: dict[int, pd.DataFrame], states: dict[int, SparkKeyState],
+              watermark: int | None) -> tuple[float, dict[str, float]]:
+    """One micro-batch: every shard with rows, as Spark calls it. Returns the batch's seconds
+    and each stage's."""
+    totals: dict[str, float] = defaultdict(float)
+    with timed_stages(totals):
+        start = time.perf_counter()
+        for shard, frame in sorted(frames.items()):
+            kept = states.setdefault(shard, SparkKeyState())
+            state = kept.group_state(watermark, timed_out=False)
+            for _ in apply_shard((shard,), iter([frame]), state):
+                pass
+            kept.keep(state)
+        elapsed = time.perf_counter() - start
+    return elapsed, totals
+
+
+def json_baseline(values: list[bytes]) -> float:
+    start = time.perf_counter()
+    for value in values:
+        json.loads(value)
+    return time.perf_counter() - start
+
+
+def report(name: str, events: int, elapsed: float, stages: dict[str, float],
+           baseline: float) -> None:
+    print(f"{name}: {events:,} events, {elapsed:.2f} s, {elapsed / events * 1e6:.1f} us an "
+          f"event; baseline json.loads {baseline / events * 1e6:.1f} us an event "
+          f"(ratio {elapsed / baseline:.1f}x)")
+    timed = sum(stages.values())
+    for label in STAGES:
+        seconds = stages.get(label, 0.0)
+        print(f"  {label:<30} {seconds / events * 1e6:7.1f} us  {seconds / elapsed:6.1%}")
+    print(f"  {'the rest (the loop, counts)':<30} {(elapsed - timed) / events * 1e6:7.1f} us  "
+          f"{(elapsed - timed) / elapsed:6.1%}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--groups", type=int, default=2000)
+    parser.add_argument("--clients", type=int, default=10)
+    parser.add_argument("--queues", type=int, default=8, help="queues per topic (2 topics)")
+    parser.add_argument("--backlog-seconds", type=int, default=90)
+    parser.add_argument("--trigger-seconds", type=int, default=2)
+    parser.add_argument("--steady-batches", type=int, default=10)
+    parser.add_argument("--shards", type=int, default=128)
+    parser.add_argument("--instant-ms", type=int, default=1)
+    args = parser.parse_args()
+    print(f"machine: {describe_machine()}")
+    print(f"fleet: {args.groups} groups x {args.clients} clients, 2 topics x {args.queues} "
+          f"queues, {args.shards} shards, --instant-ms {args.instant_ms}")
+    backlog, *steady = fleet_batches(args)
+    apply_shard = sf.make_state_function(StepConfig(exact=False, instant_ms=args.instant_ms))
+    states: dict[int, SparkKeyState] = {}
+    elapsed, stages = run_batch(apply_shard, shard_frames(backlog, args.shards, 0), states, None)
+    report("backlog", len(backlog), elapsed, stages, json_baseline(backlog))
+    offset, total, summed = len(backlog), 0.0, defaultdict(float)
+    for values in steady:
+        elapsed, stages = run_batch(apply_shard, shard_frames(values, args.shards, offset),
+                                    states, None)
+        offset, total = offset + len(values), total + elapsed
+        for label, seconds in stages.items():
+            summed[label] += seconds
+    values = [value for batch in steady for value in batch]
+    report(f"{len(steady)} steady batches of {args.trigger_seconds} s", len(values), total,
+           summed, json_baseline(values))
+
+
+if __name__ == "__main__":
+    main()
