@@ -83,7 +83,9 @@ def compute(state: GroupState) -> GroupFindings:
     findings: list[Finding] = []
     loads = {m.key: 0 for m in state.live_members()}
     share = group_type(state) == "share"
-    findings += _queue_findings(contested, active, claims, loads, exclusive=not share)
+    predicted = {m.key: behind for m in active if (behind := holdings_behind(state, m))}
+    findings += _queue_findings(contested, active, claims, loads, exclusive=not share,
+                                predicted=predicted)
     for member in state.live_members():
         if not member.clustering:
             loads[member.key] = sum(len(route.get(t, ())) for t in member.topics)
@@ -144,8 +146,15 @@ TopicQueues = Mapping[str, tuple[Queue2, ...]]     # topic -> its queues
 
 
 def _queue_findings(contested: TopicQueues, active: list[Member], claims: Claims,
-                    loads: dict[MemberKey, int], exclusive: bool = True) -> list[Finding]:
-    """Orphans and (where a queue has one owner by design: not a share group) doubles."""
+                    loads: dict[MemberKey, int], exclusive: bool = True,
+                    predicted: Mapping[MemberKey, tuple[str, ...]] | None = None
+                    ) -> list[Finding]:
+    """Orphans and (where a queue has one owner by design: not a share group) doubles.
+    `predicted`: the topics on which a member's claims are the re-run's (holdings_pending). A
+    queue that one member reports holding and another is only predicted to take is no double:
+    the one reporting it may not have seen the route change yet, and gives it up when it does
+    (two reporting it, or two predicted to take it, are)."""
+    predicted = predicted or {}
     in_route = {t: set(q) for t, q in contested.items()}
     owners: dict[str, dict[Queue2, list[Member]]] = {t: {} for t in contested}
     for member in active:
@@ -166,7 +175,7 @@ def _queue_findings(contested: TopicQueues, active: list[Member], claims: Claims
             holders = held.get(queue)
             if not holders:
                 found.append(finding("orphaned_queue", topic, queue))
-            elif len(holders) > 1 and exclusive:
+            elif len(holders) > 1 and exclusive and _doubled(holders, topic, predicted):
                 found.append(finding("double_assignment", topic, queue,
                                      tuple(sorted(m.client_id for m in holders)),
                                      detail={"addresses": sorted(m.address for m in holders)}))
@@ -356,6 +365,13 @@ def _broker_views(topic: str, subscribers: list[Member],
                 owners.setdefault(queue, set()).add(member.client_id)
         views[broker] = owners
     return views
+
+
+def _doubled(holders: list[Member], topic: str,
+             predicted: Mapping[MemberKey, tuple[str, ...]]) -> bool:
+    """Whether two of the holders report the queue, or two are predicted to take it."""
+    guesses = sum(1 for m in holders if topic in predicted.get(m.key, ()))
+    return guesses >= 2 or len(holders) - guesses >= 2
 
 
 def _holdings_pending(state: GroupState) -> list[Finding]:

@@ -447,10 +447,15 @@ def _replay(replay: Replay, items: Iterable[tuple[Event, int]], until: int) -> R
     for event, offset in items:
         ts = event.ts
         state = replay.state
-        if instant is not None and (instant.at // per != ts // per or state.deadline_bound <= ts):
+        if instant is not None and instant.at // per != ts // per:
             _react_to(replay, instant)
             instant = None
         if state.deadline_bound <= ts:
+            # The bound is lazy (it depends on where earlier steps paused): only a session that
+            # really expires ends the instant.
+            if instant is not None and state.members and next_deadline(state) <= ts:
+                _react_to(replay, instant)
+                instant = None
             _expire(replay, ts)
         elif state.now < ts:
             state.now = ts       # what _expire does when nothing is due, without the call
