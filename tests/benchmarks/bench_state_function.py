@@ -59,7 +59,8 @@ def fleet_batches(args) -> list[list[bytes]]:
     batches: list[list[bytes]] = [[] for _ in range(1 + args.steady_batches)]
     for _, value in scenario.run_encoded(FastClock(DEFAULT_EPOCH_MS)):
         after = json.loads(value)["ts"] - end
-        batches[0 if after < 0 else 1 + after // (args.trigger_seconds * 1000)].append(value)
+        index = 0 if after < 0 else 1 + after // (args.trigger_seconds * 1000)
+        batches[min(index, args.steady_batches)].append(value)   # the run's last instant too
     return batches
 
 
