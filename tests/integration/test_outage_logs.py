@@ -32,7 +32,10 @@ OUTAGE_S = 75.0
 # After this much of an outage a process says nothing more until it ends: a 10-minute outage
 # writes what this one does.
 FIRST_MINUTE_S = 60.0
-MAX_LINES_PER_OUTAGE = 5
+# A process says each fault once as it starts and once as it ends. The job can say one more: when
+# a batch was in flight as the outage began, its query's restarts are said in one line when the
+# events topic is back (streaming/spark/batch_errors.py). A CI run wrote 6 that way.
+MAX_LINES_PER_OUTAGE = 6
 
 
 @pytest.fixture
