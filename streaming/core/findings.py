@@ -83,9 +83,10 @@ def compute(state: GroupState) -> GroupFindings:
     findings: list[Finding] = []
     loads = {m.key: 0 for m in state.live_members()}
     share = group_type(state) == "share"
-    predicted = {m.key: behind for m in active if (behind := holdings_behind(state, m))}
+    behind = {m.key: late for m in state.live_members()
+              if (late := holdings_behind(state, m))}
     findings += _queue_findings(contested, active, claims, loads, exclusive=not share,
-                                predicted=predicted)
+                                predicted=behind)
     for member in state.live_members():
         if not member.clustering:
             loads[member.key] = sum(len(route.get(t, ())) for t in member.topics)
@@ -104,8 +105,8 @@ def compute(state: GroupState) -> GroupFindings:
             unassigned, target_skew_ratio, skewed = _target_findings(contested, active)
             findings += unassigned + skewed
     findings += _broker_divergence(state)
-    findings += _mismatches(state)
-    findings += _holdings_pending(state)
+    findings += _mismatches(state, behind)
+    findings += _holdings_pending(state, behind)
     return GroupFindings(findings, {t: len(q) for t, q in route.items()}, loads, skew_ratio,
                          target_skew_ratio,
                          _share_readers(contested, active, claims) if share
@@ -374,20 +375,21 @@ def _doubled(holders: list[Member], topic: str,
     return guesses >= 2 or len(holders) - guesses >= 2
 
 
-def _holdings_pending(state: GroupState) -> list[Finding]:
+def _holdings_pending(state: GroupState,
+                      behind: Mapping[MemberKey, tuple[str, ...]]) -> list[Finding]:
     """Members whose reported holdings predate a route change of their topics: their claims on
     those topics are the re-run's until they report again (no conflict is raised from them)."""
     return [finding("holdings_pending", clients=(member.client_id,), address=member.address,
-                    detail={"topics": list(behind)})
-            for member in state.live_members()
-            if (behind := holdings_behind(state, member))]
+                    detail={"topics": list(behind[member.key])})
+            for member in state.live_members() if member.key in behind]
 
 
-def _mismatches(state: GroupState) -> list[Finding]:
+def _mismatches(state: GroupState,
+                behind: Mapping[MemberKey, tuple[str, ...]]) -> list[Finding]:
     found = []
     for member in state.live_members():
         if (member.owned is None or not member.clustering or member.broker_assigned
-                or holdings_behind(state, member)):
+                or member.key in behind):
             continue
         computed = {(t, b, q) for t, share in state.computed.get(member.key, {}).items()
                     for b, q in share}

@@ -314,7 +314,7 @@ def _onto_view_edge_in_new_events(body: StoredBody, following: Following,
     Equal to the full replay because that replay would apply the whole stored window before the
     edge too, re-run for re-run what the view already is."""
     published = Cursor(body.now, body.now_offset)
-    view = _publishing(Replay(body.view(), instant_ms=config.instant_ms), published)  # type: ignore[arg-type]  # _following: a view
+    view = _publishing(_replay_of(body.view(), config), published)  # type: ignore[arg-type]  # _following: a view
     pending = _settle(view, following.events, following.horizon)
     settled_text = render_state(view.state)
     _replay(view, pending, following.now)
@@ -331,7 +331,7 @@ def _onto_view_edge_past_window(stored: Stored[GroupState], following: Following
     order as that replay's two parts."""
     stored.settled.session_timeout_ms = config.timeout_for(stored.settled.system)
     published = Cursor(stored.now, stored.now_offset)
-    settled = Replay(stored.settled, instant_ms=config.instant_ms)
+    settled = _replay_of(stored.settled, config)
     pending = _settle(settled, stored.pending, following.horizon)
     view = _onto_view(stored.view, following, published, config)  # type: ignore[arg-type]  # _following: a view
     kept = Window(render_state(settled.state), [*pending, *following.events], following.horizon)
@@ -342,7 +342,7 @@ def _onto_view(view_state: GroupState, following: Following, published: Cursor,
                config: StepConfig) -> Replay:
     """Apply events that all come after the view, publishing the transitions after
     `published`."""
-    view = _publishing(Replay(view_state, instant_ms=config.instant_ms), published)
+    view = _publishing(_replay_of(view_state, config), published)
     forget_tombstones(view.state, following.horizon)
     return _replay(view, following.events, following.now)
 
