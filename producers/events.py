@@ -8,6 +8,8 @@ does not name is refused at once, where the producer builds it.
 'topics': ['T'], 'strategy': 'AVG', 'broker': 'broker-a'}
     >>> route(1_700_000_000_000, "T", groups=["g1", "g2"], brokers={"broker-a": 4})["groups"]
     ['g1', 'g2']
+    >>> alive(1_700_000_000_000, "g", [("c1", "h:1"), ("c2", None)], broker="broker-a")["members"]
+    [['c1', 'h:1'], ['c2']]
     >>> unregister(1_700_000_000_000, "g", "c1", adress="h:1")
     Traceback (most recent call last):
     ...
@@ -28,6 +30,7 @@ HEARTBEAT_FIELDS = names_for("heartbeat") - {"v", "type", "ts", "group", "client
                                              "strategy"}
 UNREGISTER_FIELDS = names_for("unregister") - {"v", "type", "ts", "group", "client_id"}
 ROUTE_FIELDS = names_for("route") - {"v", "type", "ts", "topic"}
+ALIVE_FIELDS = names_for("alive") - {"v", "type", "ts", "group", "members"}
 
 
 def heartbeat(ts: int, group: str, client_id: str, topics: Sequence[str], strategy: str,
@@ -46,6 +49,15 @@ def route(ts: int, topic: str, **fields: Any) -> dict[str, Any]:
     """A topic's readable queues now; name its `group` or `groups`, and one of `queues`,
     `brokers` or (Kafka) `partitions`."""
     return _with({"v": VERSION, "type": "route", "ts": ts, "topic": topic}, fields, ROUTE_FIELDS)
+
+
+def alive(ts: int, group: str, members: Sequence[tuple[str, str | None]],
+          **fields: Any) -> dict[str, Any]:
+    """Members whose last full heartbeat (through `broker`, when given) still holds: send each
+    one's full heartbeat first, and again whenever it changes."""
+    return _with({"v": VERSION, "type": "alive", "ts": ts, "group": group,
+                  "members": [[client_id, address] if address else [client_id]
+                              for client_id, address in members]}, fields, ALIVE_FIELDS)
 
 
 def _with(event: dict[str, Any], fields: Mapping[str, Any], allowed: frozenset[str]

@@ -181,6 +181,8 @@ class GroupMetrics:
     late_events_total: int
     client_queues: Mapping[str, int] = field(default_factory=dict)
     cluster: str = DEFAULT_CLUSTER
+    # Members an `alive` event named that the group did not hold (their full heartbeat is due).
+    alive_unknown_members_total: int = 0
     # Members whose reported holdings predate a route change of their topics (their claims
     # there are the re-run's until they report again).
     holdings_pending_clients: int = 0

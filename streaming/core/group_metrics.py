@@ -65,4 +65,5 @@ def _common_metrics(state: GroupState, result: GroupFindings, conflicts: list[in
         if state.system == "rocketmq" else {},
         rebalances_total=state.rebalances, queue_moves_total=state.queue_moves,
         late_events_total=state.late_events, client_queues=client_queues,
+        alive_unknown_members_total=state.alive_unknown,
     )

@@ -77,6 +77,9 @@ GROUP_COUNTERS = (
     ("rebalance_late_events",
      "Events that came behind the group's reorder window and were merged (the newer fact won).",
      attrgetter("late_events_total")),
+    ("rebalance_alive_unknown_members",
+     "Members an alive event named that the group did not hold (never heard in full, or gone).",
+     attrgetter("alive_unknown_members_total")),
 )
 
 

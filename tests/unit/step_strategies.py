@@ -89,6 +89,28 @@ def kafka_event(draw, ts: int) -> dict:
 
 
 @st.composite
+def alive_event(draw, earlier: list[dict], like: dict) -> dict:
+    """An `alive` at `like`'s time and system: the members heard so far (through the broker
+    drawn, if any), as an observer lists them; sometimes one dropped or one never heard."""
+    broker = draw(st.sampled_from([None, "a", "b"])) if "system" not in like else None
+    members = sorted({(e["client_id"], e.get("address")) for e in earlier
+                      if e["type"] == "heartbeat" and (broker is None or e.get("broker") == broker)},
+                     key=repr)
+    change = draw(st.integers(0, 5))
+    if change == 0 and members:
+        members.pop(draw(st.integers(0, len(members) - 1)))
+    elif change == 1:
+        members.append(("c9", None))
+    event = {"type": "alive", "ts": like["ts"], "group": "g",
+             "members": [[c, a] if a else [c] for c, a in members]}
+    if "system" in like:
+        event["system"] = like["system"]
+    if broker is not None:
+        event["broker"] = broker
+    return event
+
+
+@st.composite
 def scenario(draw, reordered: bool = True):
     """Events in arrival order: nominal times never go back; each event's ts may lag its nominal
     time by less than the reorder window (if reordered); some events are delivered twice in a
@@ -99,6 +121,8 @@ def scenario(draw, reordered: bool = True):
         nominal += draw(st.sampled_from([0, 0, 5, 50, 200, 700, 1_500]))
         lag = draw(st.sampled_from([0, 0, 0, 10, 120, 250])) if reordered else 0
         event = draw(make(nominal - lag))
+        if draw(st.integers(0, 5)) == 0:
+            event = draw(alive_event(raws, event))
         raws.append(event)
         if draw(st.integers(0, 9)) == 0:
             raws.append(dict(event))

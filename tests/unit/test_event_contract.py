@@ -31,6 +31,7 @@ BASE = {
                   "topics": ["T"], "strategy": "AVG"},
     "unregister": {"type": "unregister", "ts": TS, "group": "g", "client_id": "c1"},
     "route": {"type": "route", "ts": TS, "group": "g", "topic": "T", "brokers": {"b": 1}},
+    "alive": {"type": "alive", "ts": TS, "group": "g", "members": [["c1", "h:1"]]},
 }
 SCHEMA = json.loads((REPO / "streaming" / "core" / "state" / "event.schema.json").read_text())
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
@@ -54,6 +55,7 @@ def test_each_builder_writes_exactly_the_fields_of_its_type():
     assert builders.UNREGISTER_FIELDS | {"v", "type", "ts", "group",
                                          "client_id"} == names_for("unregister")
     assert builders.ROUTE_FIELDS | {"v", "type", "ts", "topic"} == names_for("route")
+    assert builders.ALIVE_FIELDS | {"v", "type", "ts", "group", "members"} == names_for("alive")
 
 
 @pytest.mark.parametrize("event_type", EVENT_TYPES)

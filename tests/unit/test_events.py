@@ -116,7 +116,7 @@ def test_every_example_in_the_contract_doc_parses():
 
     text = (pathlib.Path(__file__).parents[2] / "docs" / "events.md").read_text()
     examples = re.findall(r"```json\n(.*?)```", text, re.S)
-    assert len(examples) == 6
+    assert len(examples) == 7
     for example in examples:
         assert isinstance(parse_event(example), list), example
 
@@ -126,4 +126,4 @@ def test_schema_file_is_shipped_beside_the_parser():
 
     schema = json.loads((pathlib.Path(__file__).parents[2] / "streaming" / "core" / "state"
                          / "event.schema.json").read_text())
-    assert schema["properties"]["type"]["enum"] == ["heartbeat", "unregister", "route"]
+    assert schema["properties"]["type"]["enum"] == ["heartbeat", "unregister", "route", "alive"]

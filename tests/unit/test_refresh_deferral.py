@@ -37,7 +37,10 @@ def steady_group(draw, reordered: bool = True, instant_ms: int = 1):
     for _ in range(draw(st.integers(1, 60))):
         nominal += draw(st.sampled_from([0, 0, 5, 50, 100, 200, 400]))
         ts = nominal - (draw(st.sampled_from([0, 0, 0, 10, 120, 250])) if reordered else 0)
-        if last_facts and draw(st.integers(0, 9)) < 7:
+        restated = draw(st.integers(0, 9)) if last_facts else 9
+        if restated < 2:      # an observer's alive: every member heard through one broker
+            event = _alive(draw, last_facts, ts, make is kafka_event)
+        elif restated < 7:
             event = {**draw(st.sampled_from(sorted(last_facts.values(), key=str))), "ts": ts}
         else:
             event = draw(make(ts))
@@ -61,6 +64,20 @@ def steady_group(draw, reordered: bool = True, instant_ms: int = 1):
     final = draw(st.sampled_from([None, nominal, nominal + 900, nominal + 5_000]))
     batches[-1] = (batches[-1][0], final)
     return batches
+
+
+def _alive(draw, last_facts: dict, ts: int, kafka: bool) -> dict:
+    heard = [e for e in last_facts.values() if e["type"] == "heartbeat"]
+    broker = draw(st.sampled_from(sorted({e.get("broker") for e in heard}, key=str) or [None]))
+    members = sorted({(e["client_id"], e.get("address")) for e in heard
+                      if broker is None or e.get("broker") == broker}, key=repr)
+    if members and draw(st.integers(0, 5)) == 0:      # one left out: not the view's alive
+        members.pop(draw(st.integers(0, len(members) - 1)))
+    event = {"type": "alive", "ts": ts, "group": "g",
+             "members": [[c, a] if a else [c] for c, a in members]}
+    if kafka:
+        event["system"] = "kafka"
+    return {**event, "broker": broker} if broker else event
 
 
 def _every_batch(batches, config=CONFIG):

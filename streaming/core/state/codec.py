@@ -246,7 +246,8 @@ def _state_out(state: GroupState) -> JsonObject:
         "ak": [index[k] for k in keys if k in state.computed],
         "a": _computed_out(keys, state.computed),
         "f": _since_out(state.since),
-        "k": [state.rebalances, state.queue_moves, state.late_events, state.assignor_changes],
+        "k": [state.rebalances, state.queue_moves, state.late_events, state.assignor_changes,
+              state.alive_unknown],
         "as": state.assignor,
         **({"rc": dict(sorted(state.route_changed.items()))} if state.route_changed else {}),
         **({"ot": {index[k]: state.members[k].owned_ts for k in keys
@@ -269,7 +270,7 @@ def _state_in(data: JsonObject) -> GroupState:
     state.computed = _computed_in([m.key for m in members], data["ak"], data["a"])
     state.since = _since_in(data["f"])
     state.rebalances, state.queue_moves, state.late_events, *changes = data["k"]
-    state.assignor_changes = changes[0] if changes else 0
+    state.assignor_changes, state.alive_unknown = (*changes, 0, 0)[:2]
     state.assignor = data.get("as")
     state.route_changed = dict(data.get("rc", {}))
     for index, owned_ts in data.get("ot", {}).items():
@@ -390,6 +391,8 @@ def _event_in(data: JsonObject) -> Event:
     for name in ("topics", "view_clients"):
         if values.get(name) is not None:
             values[name] = tuple(values[name])
+    if "members" in values:
+        values["members"] = tuple((client_id, address) for client_id, address in values["members"])
     if values.get("queues") is not None:
         values["queues"] = queues_in(values["queues"])
     if values.get("view_queues") is not None:

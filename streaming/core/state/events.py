@@ -132,9 +132,19 @@ class Route(_Every):
     queues: tuple[Queue2, ...]
 
 
-Event = Heartbeat | Unregister | Route
-EVENT_CLASSES: dict[str, type[Heartbeat] | type[Unregister] | type[Route]] = {
-    "heartbeat": Heartbeat, "unregister": Unregister, "route": Route}
+@dataclass(frozen=True, kw_only=True)
+class Alive(_Every):
+    """A producer that knows the whole group says these members' last full heartbeats (through
+    `broker`, when given) still hold: one event for what would be one heartbeat per member."""
+
+    type: ClassVar[Literal["alive"]] = "alive"
+    members: tuple[tuple[str, str], ...]       # (client_id, address or ""), sorted, distinct
+    broker: str | None = None
+
+
+Event = Heartbeat | Unregister | Route | Alive
+EVENT_CLASSES: dict[str, type[Heartbeat] | type[Unregister] | type[Route] | type[Alive]] = {
+    "heartbeat": Heartbeat, "unregister": Unregister, "route": Route, "alive": Alive}
 
 
 @dataclass(frozen=True)
@@ -465,7 +475,19 @@ def _route(obj: Mapping[str, JsonValue], system: str) -> dict[str, Any]:
     raise _Reject("missing_field", "partitions" if system == "kafka" else "queues or brokers")
 
 
-_BODY_PARSERS = {"heartbeat": _heartbeat, "unregister": _unregister, "route": _route}
+def _alive(obj: Mapping[str, JsonValue], system: str) -> dict[str, Any]:
+    members: set[tuple[str, str]] = set()
+    for item in _list(obj, "members", True):
+        if not isinstance(item, list) or not 1 <= len(item) <= 2:
+            raise _Reject("wrong_type", "members items must be [client_id, address]")
+        address = item[1] if len(item) == 2 else None
+        members.add((_name(item[0], "members client_id"),
+                     "" if address is None else _name(address, "members address")))
+    return dict(members=tuple(sorted(members)), broker=_str(obj, "broker"))
+
+
+_BODY_PARSERS = {"heartbeat": _heartbeat, "unregister": _unregister, "route": _route,
+                 "alive": _alive}
 
 # An epoch-ms "ts" member: preceded by no backslash (so the quote opens a key), digits in JSON's
 # own number form, then the end of that member.

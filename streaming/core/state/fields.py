@@ -21,12 +21,13 @@ from typing import Literal
 
 from streaming.core.contract import JsonValue
 
-EventType = Literal["heartbeat", "unregister", "route"]
-EVENT_TYPES: tuple[EventType, ...] = ("heartbeat", "unregister", "route")
+EventType = Literal["heartbeat", "unregister", "route", "alive"]
+EVENT_TYPES: tuple[EventType, ...] = ("heartbeat", "unregister", "route", "alive")
 ALL: frozenset[EventType] = frozenset(EVENT_TYPES)
 HEARTBEAT: frozenset[EventType] = frozenset({"heartbeat"})
 MEMBER: frozenset[EventType] = frozenset({"heartbeat", "unregister"})
 ROUTE: frozenset[EventType] = frozenset({"route"})
+ALIVE: frozenset[EventType] = frozenset({"alive"})
 
 NAME: dict[str, JsonValue] = {"$ref": "#/$defs/name"}
 NAMES: dict[str, JsonValue] = {"type": "array", "items": NAME}
@@ -60,7 +61,7 @@ FIELDS: tuple[ContractField, ...] = (
     ContractField("v", ALL, "integer", "no (default `1`)",
                   "contract version; anything but `1` is rejected (`bad_version`)",
                   {"const": 1}, 1),
-    ContractField("type", ALL, "string", "yes", "`heartbeat`, `unregister` or `route`",
+    ContractField("type", ALL, "string", "yes", "`heartbeat`, `unregister`, `route` or `alive`",
                   {"enum": list(EVENT_TYPES)}, "heartbeat", "type"),
     ContractField(
         "ts", ALL, "number or string", "yes",
@@ -145,9 +146,10 @@ FIELDS: tuple[ContractField, ...] = (
         "In an `unregister`, only that process leaves; without it every process with that "
         "client_id leaves.", NAME, "10.0.0.7:52114", "address"),
     ContractField(
-        "broker", HEARTBEAT, "string", "no",
+        "broker", HEARTBEAT | ALIVE, "string", "no",
         "the broker that received this heartbeat (a RocketMQ client heartbeats to every "
-        "broker); used to compare the brokers' member lists", NAME, "broker-a", "broker"),
+        "broker; in an `alive`, the broker that lists the members); used to compare the "
+        "brokers' member lists", NAME, "broker-a", "broker"),
     ContractField(
         "view", HEARTBEAT, "object", "no",
         "the inputs this client last allocated from: `{\"clients\": [...], \"queues\": "
@@ -235,6 +237,19 @@ FIELDS: tuple[ContractField, ...] = (
         "observe-rocketmq: with `strategy_assumed`, the strategies that give what the client "
         "holds (several: they cannot be told apart; none: it is between two views); for "
         "people, not read by the job", NAMES, ["AVG", "AVG_BY_CIRCLE"], read=False),
+    # alive.
+    ContractField(
+        "members", ALIVE, "list", "yes",
+        "`[[\"client_id\", \"address\"], ...]` (`address` null or left out for a member "
+        "without one): members whose last full heartbeat (through `broker`, when given) still "
+        "holds, now. Each is taken as that heartbeat again at this `ts`. A member the job does "
+        "not know is counted (`rebalance_alive_unknown_members_total`) and otherwise ignored: "
+        "send a member's full heartbeat first, and again whenever a fact changes",
+        {"type": "array", "items": {"type": "array", "minItems": 1, "maxItems": 2,
+                                    "prefixItems": [{"$ref": "#/$defs/name"},
+                                                    {"oneOf": [{"type": "null"},
+                                                               {"$ref": "#/$defs/name"}]}]}},
+        [["c-sample", "10.0.0.7:52114"], ["c-other"]], "members"),
     # route.
     ContractField("topic", ROUTE, "string", "yes", "the topic whose readable queues this is",
                   NAME, "T-sample", "topic", extra={"brokers": {"b": 1}}),

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from streaming.core.contract import JsonValue, Owned, Queue2
 from streaming.core.state.events import (
+    Alive,
     BrokerAnswers,
     Event,
     GroupProtocol,
@@ -117,6 +118,7 @@ class GroupState:
     rebalances: int = 0
     queue_moves: int = 0
     late_events: int = 0
+    alive_unknown: int = 0           # members an `alive` named that the group did not hold
     assignor: str | None = None      # the group's strategy as last found (most members' one)
     assignor_changes: int = 0
     deadline_bound: int = NEVER      # lower bound of the next expiry; refreshes only raise it
@@ -137,6 +139,8 @@ def apply_event(state: GroupState, event: Event) -> Change:
         return _apply_route(state, event)
     if isinstance(event, Unregister):
         return _apply_unregister(state, event)
+    if isinstance(event, Alive):
+        return _apply_alive(state, event)
     return _apply_heartbeat(state, event)
 
 
@@ -165,9 +169,7 @@ def _apply_unregister(state: GroupState, event: Unregister) -> Change:
 
 def _apply_heartbeat(state: GroupState, event: Heartbeat) -> Change:
     key = (event.client_id, event.address or "")
-    if state.tombstones and event.ts < max(
-            state.tombstones.get((event.client_id, None), -1),
-            state.tombstones.get((event.client_id, event.address), -1)):
+    if _tombstoned(state, key, event.ts):
         return NO_CHANGE
     member = state.members.get(key)
     if member is None:
@@ -187,6 +189,30 @@ def _apply_heartbeat(state: GroupState, event: Heartbeat) -> Change:
     if member.strategy == "MACHINE_ROOM_NEARBY" or "machine_room" in member.params:
         return Change(True, None, brokers_changed)   # its room feeds every member's re-run
     return Change(True, frozenset([key]), brokers_changed)
+
+
+def _apply_alive(state: GroupState, event: Alive) -> Change:
+    """Each member named is heartbeating its facts again, as `_apply_heartbeat` takes a heartbeat
+    that restates them; a member not held (never heard in full, or gone) cannot be, and is
+    counted."""
+    brokers_changed = False
+    for key in event.members:
+        if _tombstoned(state, key, event.ts):
+            continue
+        member = state.members.get(key)
+        if member is None:
+            state.alive_unknown += 1
+            continue
+        if event.ts >= member.last_seen:
+            member.last_seen = event.ts
+        brokers_changed |= _note_broker(state, member, event)
+    return BROKERS_ONLY if brokers_changed else NO_CHANGE
+
+
+def _tombstoned(state: GroupState, key: MemberKey, ts: int) -> bool:
+    """An event of the member older than its unregister (of the process or of its client id)."""
+    return bool(state.tombstones) and ts < max(state.tombstones.get((key[0], None), -1),
+                                               state.tombstones.get((key[0], key[1] or None), -1))
 
 
 def _stated(event: Heartbeat) -> tuple[object, ...]:
@@ -213,7 +239,7 @@ def _set_facts(member: Member, event: Heartbeat) -> None:
     member.broker_assignments = event.broker_assignments
 
 
-def _note_broker(state: GroupState, member: Member, event: Heartbeat) -> bool:
+def _note_broker(state: GroupState, member: Member, event: Heartbeat | Alive) -> bool:
     """Record the heartbeat on the broker that received it; True if the broker's list changed."""
     if event.broker is None:
         return False

@@ -36,7 +36,7 @@ import struct
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-from streaming.core.state.events import Event, Heartbeat, Route, with_ts
+from streaming.core.state.events import Alive, Event, Heartbeat, Route, with_ts
 from streaming.core.state.group import GroupState, Member, next_deadline
 
 # A group steps once this many refreshes wait beside its blob, so that what a shard stores per
@@ -66,17 +66,26 @@ def unpack_kept(packed: bytes) -> list[Kept]:
     return [Kept(*fields) for fields in KEPT_RECORD.iter_unpack(packed)]
 
 
-# A source: a member's heartbeat through one broker (or none), or a topic's route.
+# A source: a member's heartbeat through one broker (or none), a topic's route, or the `alive`
+# of every member that heartbeats through one broker (or of every member: no broker).
 HeartbeatSource = tuple[str, str, str | None]      # client_id, address ("" for none), broker
 RouteSource = str
+
+
+class AliveSource(NamedTuple):
+    broker: str | None
+
+
+Source = HeartbeatSource | RouteSource | AliveSource
 
 
 class Refreshes:
     """What one view (the state a step left, as its blob stores it) takes as a refresh.
 
     The sources are listed in an order that depends only on the view (members by key, each
-    with no broker then its brokers by name, then routes by topic), so the same blob gives the
-    same indexes in every worker and after a restart."""
+    with no broker then its brokers by name, then routes by topic, then the alives: no broker,
+    then each broker by name), so the same blob gives the same indexes in every worker and after
+    a restart."""
 
     def __init__(self, view: GroupState, now: int, last_pending: tuple[int, int] | None,
                  accepts: bool = True) -> None:
@@ -86,20 +95,22 @@ class Refreshes:
         self.accepts = accepts
         self._members: dict[tuple[str, str], Member] = dict(view.members)
         self._routes = {topic: queues for topic, (_, queues) in view.routes.items()}
-        self._sources: list[HeartbeatSource | RouteSource] | None = None
+        self._sources: list[Source] | None = None
         self._index: dict[object, int] = {}
         self._templates: dict[int, Event] = {}
 
     @property
-    def sources(self) -> list[HeartbeatSource | RouteSource]:
+    def sources(self) -> list[Source]:
         return self._indexed()[0]
 
-    def _indexed(self) -> tuple[list[HeartbeatSource | RouteSource], dict[object, int]]:
+    def _indexed(self) -> tuple[list[Source], dict[object, int]]:
         if self._sources is None:
             heartbeats = [(client_id, address, broker)
                           for (client_id, address), member in sorted(self._members.items())
                           for broker in (None, *sorted(member.brokers))]
-            self._sources = [*heartbeats, *sorted(self._routes)]
+            brokers = sorted({b for member in self._members.values() for b in member.brokers})
+            alives = [AliveSource(broker) for broker in (None, *brokers)] if self._members else []
+            self._sources = [*heartbeats, *sorted(self._routes), *alives]
             self._index = {_source_key(s): i for i, s in enumerate(self._sources)}
         return self._sources, self._index
 
@@ -116,9 +127,13 @@ class Refreshes:
             key: object = (event.client_id, event.address or "", event.broker)
         elif isinstance(event, Route) and event.topic in self._routes:
             key = ("route", event.topic)
+        elif isinstance(event, Alive):
+            key = AliveSource(event.broker)
         else:
             return None
-        source = self._indexed()[1][key]
+        source = self._indexed()[1].get(key)
+        if source is None:
+            return None
         if with_ts(self._template(source), ts) != event:
             return None
         return Kept(source, ts, offset)
@@ -154,10 +169,15 @@ class Refreshes:
             template = self._templates[source] = self._rebuild(self.sources[source])
         return template
 
-    def _rebuild(self, source: HeartbeatSource | RouteSource) -> Event:
+    def _rebuild(self, source: Source) -> Event:
         if isinstance(source, str):
             return Route(ts=0, group=self.group, system=self.system, topic=source,
                          queues=self._routes[source])
+        if isinstance(source, AliveSource):
+            return Alive(ts=0, group=self.group, system=self.system, broker=source.broker,
+                         members=tuple(sorted(key for key, member in self._members.items()
+                                              if source.broker is None
+                                              or source.broker in member.brokers)))
         client_id, address, broker = source
         member = self._members[(client_id, address)]
         return Heartbeat(ts=0, group=self.group, system=self.system, client_id=client_id,
@@ -170,6 +190,7 @@ class Refreshes:
                          broker_assignments=member.broker_assignments)
 
 
-def _source_key(source: HeartbeatSource | RouteSource) -> object:
-    """A source as `keep` looks it up (a route's topic could equal no heartbeat's key)."""
+def _source_key(source: Source) -> object:
+    """A source as `keep` looks it up (a route's topic could equal no heartbeat's key; an
+    AliveSource is a 1-tuple, which no other key is)."""
     return ("route", source) if isinstance(source, str) else source
