@@ -24,6 +24,7 @@ import argparse
 import json
 import logging
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,7 @@ from producers.health import PollHealth, metrics_socket, serve_metrics
 from producers.kafka.observer import CapabilityCollector, KafkaGroupObserver
 from producers.kafka.translate import Translation
 from producers.poll import poll_until_stopped
+from producers.restate import Restatements, RestateOptions
 from streaming.common import option_values as values
 from streaming.common.delivery import DeliveryStats, Outbox, Record, RetryPolicy
 from streaming.common.delivery_metrics import DeliveryCollector
@@ -40,7 +42,7 @@ from streaming.common.kafka_options import (
     for_kafka_python,
     parse_kafka_options,
 )
-from streaming.common.options import OptionError, option, switch
+from streaming.common.options import OptionError, declared_in, option, switch
 from streaming.common.options import add_arguments as add_options
 from streaming.core.switches import parse_bool
 
@@ -74,6 +76,7 @@ class ObserveKafkaOptions:
                         metavar="TOPIC")
     interval_seconds: float = option("seconds between polls", _seconds, default=10.0,
                                      metavar="SECONDS")
+    restate_seconds: float = declared_in(RestateOptions, "restate_seconds")
     timeout_seconds: float = option("seconds per request to the observed cluster", _seconds,
                                     default=10.0, metavar="SECONDS")
     once: bool = switch("poll once and exit", parse_bool)
@@ -142,9 +145,13 @@ def run(args: ObserveKafkaOptions, observer: KafkaGroupObserver, outbox: Outbox 
     said: dict[str, tuple] = {}
     cluster = args.cluster_name()
 
+    restate = Restatements(keepalive_s=0.0, restate_s=args.restate_seconds)
+
     def poll_once() -> None:
         results = observer.poll()
-        sent = sum(_publish(result, outbox, args.topic, said, cluster) for result in results)
+        now = time.monotonic()
+        sent = sum(_publish(result, _due(result, restate, now), outbox, args.topic, said,
+                            cluster) for result in results)
         members = sum(e["type"] == "heartbeat" for r in results for e in r.events)
         health.succeeded(groups=observer.groups_seen, members=members, events=sent)
 
@@ -168,9 +175,21 @@ def _outbox(bootstrap_servers: str, options: KafkaClientOptions) -> Outbox:
     return Outbox(producer, stats, RetryPolicy(attempts=3)).start()
 
 
-def _publish(result: Translation, outbox: Outbox | None, topic: str,
+def _due(result: Translation, restate: Restatements, now: float) -> list[dict]:
+    """The group's events to send: its routes and unregisters, its changed members in full and
+    the others in its `alive` (every poll is a keep-alive here)."""
+    heartbeats = [e for e in result.events if e["type"] == "heartbeat"]
+    gone = {(e["group"], e["client_id"]) for e in result.events if e["type"] == "unregister"}
+    if gone:
+        restate.forget(lambda source: source[:2] in gone)
+    others = [e for e in result.events if e["type"] != "heartbeat"]
+    return others + (restate.due(heartbeats, now, heartbeats[0]["ts"]) if heartbeats else [])
+
+
+def _publish(result: Translation, sending: list[dict], outbox: Outbox | None, topic: str,
              said: dict[str, tuple], cluster: str) -> int:
-    """Send (or print) a group's events; its warnings and summary are said when they change."""
+    """Send (or print) a group's events; its warnings and summary (of the whole poll's
+    translation) are said when they change."""
     beats = sum(e["type"] == "heartbeat" for e in result.events)
     summary = (f"observe-kafka: group {result.group}: {beats} members, topics "
                + ", ".join(f"{e['topic']}({e['partitions']})" for e in result.events
@@ -181,10 +200,10 @@ def _publish(result: Translation, outbox: Outbox | None, topic: str,
             print(f"WARNING: {warning}", file=sys.stderr)
         if summary:
             print(summary, file=sys.stderr)
-    for event in result.events:
+    for event in sending:
         value = json.dumps(events.stamped(event, cluster), separators=(",", ":"))
         if outbox is None:
             print(value)
         else:
             outbox.send(Record(topic, value.encode(), event["group"].encode()))
-    return len(result.events)
+    return len(sending)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from producers import events
 from producers.health import PollHealth, metrics_socket, serve_metrics
 from producers.poll import poll_until_stopped
+from producers.restate import RestateOptions
 from producers.rocketmq.admin import RocketMQAdmin
 from producers.rocketmq.bridge import STRATEGIES, AssumedStrategies
 from producers.rocketmq.frames import LANGUAGES
@@ -33,7 +34,7 @@ from streaming.common import option_values as values
 from streaming.common.delivery import DeliveryStats, Outbox, Record, RetryPolicy
 from streaming.common.delivery_metrics import DeliveryCollector
 from streaming.common.kafka_options import KafkaClientOptions, parse_kafka_options
-from streaming.common.options import OptionError, option, switch
+from streaming.common.options import OptionError, declared_in, option, switch
 from streaming.common.options import add_arguments as add_options
 from streaming.core.switches import parse_bool
 
@@ -103,6 +104,7 @@ class ObserveRocketMQOptions:
         "seconds between re-sends of an unchanged member or route (keep it well under the "
         "job's --session-timeout-ms, 120 s by default)", _seconds, default=30.0,
         metavar="SECONDS")
+    restate_seconds: float = declared_in(RestateOptions, "restate_seconds")
     timeout_seconds: float = option("seconds per admin call (running info: 15)", _seconds,
                                     default=5.0, metavar="SECONDS")
     access_key: str | None = option(
@@ -185,7 +187,8 @@ def _options(args: ObserveRocketMQOptions) -> ObserverOptions:
                                                         args.go_virtual_nodes),
                            running_info_budget=args.running_info_budget,
                            running_info_refresh_s=args.running_info_refresh_seconds,
-                           keepalive_s=args.keepalive_seconds)
+                           keepalive_s=args.keepalive_seconds,
+                           restate_s=args.restate_seconds)
 
 
 def _say_strategy(event: dict, said: dict[tuple[str, str], tuple]) -> None:

@@ -9,8 +9,9 @@ group's connections on each master (203); each master's POP table (402, 5.x); ru
 of at most `running_info_budget` clients, chosen by need; each subscribed topic's route (105).
 A failed call is counted by request and cause and the poll goes on with what it has.
 
-What is sent: a change at once; an unchanged member or route only every `keepalive_s`, so a
-large quiet cluster costs the events topic little. A process gets an `unregister` when no broker
+What is sent: a change at once; an unchanged route only every `keepalive_s`; an unchanged
+member's keep-alive in one `alive` per group and broker (producers.restate), and in full every
+`restate_s`, so a large quiet cluster costs the events topic a few events per group. A process gets an `unregister` when no broker
 lists it any more, and only if every broker that listed it before answered this poll.
 """
 
@@ -25,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from producers.health import CallStats
+from producers.restate import Restatements
 from producers.rocketmq.admin import AdminError, MalformedBody, RocketMQAdmin
 from producers.rocketmq.bridge import (
     AssumedStrategies,
@@ -76,11 +78,14 @@ class ObserverOptions:
     # clients of the topic every poll for this long.
     route_settle_s: float = 80.0
     keepalive_s: float = 30.0
+    restate_s: float = 600.0
     concurrency: int = 8
 
     def __post_init__(self) -> None:
-        if self.running_info_budget < 0 or self.keepalive_s <= 0 or self.concurrency < 1:
-            raise ValueError("budget >= 0, keepalive_s > 0 and concurrency >= 1 are required")
+        if (self.running_info_budget < 0 or self.keepalive_s <= 0 or self.restate_s < 0
+                or self.concurrency < 1):
+            raise ValueError("budget >= 0, keepalive_s > 0, restate_s >= 0 and concurrency >= 1 "
+                             "are required")
 
     def wants(self, group: str) -> bool:
         if self.exclude_system_groups and SYSTEM_GROUPS.match(group):
@@ -118,7 +123,8 @@ class RocketMQObserver:
         self._route_changed_at: dict[str, float] = {}
         self._route_changed_ms: dict[str, int] = {}
         self._present: dict[tuple[str, str, str], set[str]] = {}
-        self._sent: dict[tuple, tuple[str, float]] = {}
+        self._sent: dict[tuple, tuple[str, float]] = {}        # routes
+        self._restate = Restatements(options.keepalive_s, options.restate_s)
         self.groups_seen = 0
         self.members_seen = 0
         self.namesrv_answered = False  # in the last poll
@@ -147,8 +153,7 @@ class RocketMQObserver:
                   for m in members]
         self._inferred = {(e["group"], e["client_id"]): e["strategy_inferred"] for e in events
                           if "strategy_inferred" in e}
-        events = [e for e in events if self._due(("member", e["group"], e["client_id"],
-                                                    e["address"], e.get("broker")), e, now)]
+        events = self._restate.due(events, now, ts_ms, self._facts)
         events += [e for e in route_events(result, members)
                    if self._due(("route", e["topic"]), e, now)]
         return events + unregisters(self._gone(members, listed), ts_ms)
@@ -341,15 +346,19 @@ class RocketMQObserver:
         known = holdings.get((member.group, member.client_id))
         return known.topics if known is not None and known.topics else member.listing.topics
 
-    def _due(self, key: tuple, event: dict, now: float) -> bool:
-        """Whether to send the event now: it changed, or its keep-alive is due. Holdings asked
-        again but unchanged are no change, unless they are the first asked since a route change
-        of one of the member's topics (the job waits for those: holdings_pending)."""
+    def _facts(self, event: dict) -> str:
+        """A heartbeat's facts: holdings asked again but unchanged are no change, unless they
+        are the first asked since a route change of one of the member's topics (the job waits
+        for those: holdings_pending)."""
         facts = {k: v for k, v in event.items() if k not in ("ts", "owned_ts")}
         if "owned_ts" in event:
             facts["after_route_change"] = all(
                 self._route_changed_ms.get(t, 0) <= event["owned_ts"] for t in event["topics"])
-        content = repr(sorted((k, repr(v)) for k, v in facts.items()))
+        return repr(sorted((k, repr(v)) for k, v in facts.items()))
+
+    def _due(self, key: tuple, event: dict, now: float) -> bool:
+        """Whether to send a route now: it changed, or its keep-alive is due."""
+        content = repr(sorted((k, repr(v)) for k, v in event.items() if k != "ts"))
         last = self._sent.get(key)
         if last is not None and last[0] == content and now - last[1] < self._options.keepalive_s:
             return False
@@ -368,8 +377,7 @@ class RocketMQObserver:
                 gone.append(key)
             else:
                 now_present[key] = brokers  # unknown where it was listed: keep it, say nothing
-        for key in gone:
-            self._sent = {k: v for k, v in self._sent.items()
-                          if not (k[0] == "member" and k[1:4] == key)}
+        gone_keys = set(gone)
+        self._restate.forget(lambda source: source[:3] in gone_keys)
         self._present = dict(now_present)
         return gone

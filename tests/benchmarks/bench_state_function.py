@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python -m tests.benchmarks.bench_state_function [--groups 2000] [--clients 10]
      [--queues 8] [--backlog-seconds 90] [--trigger-seconds 2] [--steady-batches 10]
-     [--shards 128] [--instant-ms 1]
+     [--shards 128] [--instant-ms 1] [--forms member,alive]
 
 The job's state function (streaming.spark.state_function, the very function Spark calls) on
 the simulator's `steady` fleet, called as Spark calls it: per state shard, with the shard's
@@ -19,6 +19,14 @@ into rows (pandas), parsing the events (JSON and the contract), the core's `adva
 group's step, or its refreshes kept), the output rows (each payload's JSON), the output frame
 (pandas) and the shard's state (its entries read and written). The baseline, in the same run:
 `json.loads` of every event alone, the least any Python parse of them costs.
+
+`--forms`: the steady fleet as each member heartbeats it (`member`: one heartbeat per member
+and broker every 30 s, as the simulator, the reporter and third-party producers send it), or
+as an observer that knows whole groups sends it (`alive`: each group's unchanged members in one
+`alive` per broker and 30 s window, producers.restate). Each form runs the backlog and the
+steady batches on a state of its own; the steady figures are also given per member keep-alive
+(a member's heartbeat through one broker, which one `alive` names), the cost that has to grow
+with the groups, not the members.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from contextlib import contextmanager
 
 import pandas as pd
 
+from producers import events as producer_events
 from producers.simulator.clock import DEFAULT_EPOCH_MS, FastClock
 from producers.simulator.scenarios import Steady
 from streaming.core.step import StepConfig
@@ -50,18 +59,49 @@ STAGES = {                       # the state function's own helpers, timed where
 }
 
 
-def fleet_batches(args) -> list[list[bytes]]:
-    """The backlog's events, then each steady batch's, each in production order."""
+KEEPALIVE_MS = 30_000
+
+
+def fleet_batches(args, form: str) -> list[list[bytes]]:
+    """The backlog's events, then each steady batch's, each in production order; the steady
+    fleet in the form asked."""
     steady_ms = args.steady_batches * args.trigger_seconds * 1000
     scenario = Steady(groups=args.groups, clients=args.clients, topics=2, queues=args.queues,
                       duration_ms=args.backlog_seconds * 1000 + steady_ms, seed=1)
     end = DEFAULT_EPOCH_MS + args.backlog_seconds * 1000
-    batches: list[list[bytes]] = [[] for _ in range(1 + args.steady_batches)]
-    for _, value in scenario.run_encoded(FastClock(DEFAULT_EPOCH_MS)):
-        after = json.loads(value)["ts"] - end
-        index = 0 if after < 0 else 1 + after // (args.trigger_seconds * 1000)
-        batches[min(index, args.steady_batches)].append(value)   # the run's last instant too
+    produced = [(json.loads(v)["ts"], v) for _, v in scenario.run_encoded(FastClock(DEFAULT_EPOCH_MS))]
+    backlog = [v for ts, v in produced if ts < end]
+    steady = [v for ts, v in produced if ts >= end]
+    if form == "alive":
+        steady = alive_form(steady)
+    batches: list[list[bytes]] = [backlog] + [[] for _ in range(args.steady_batches)]
+    for value in steady:
+        index = (json.loads(value)["ts"] - end) // (args.trigger_seconds * 1000)
+        batches[1 + min(index, args.steady_batches - 1)].append(value)  # the run's last instant
     return batches
+
+
+def alive_form(values: list[bytes]) -> list[bytes]:
+    """The steady fleet as an observer sends it: the restating heartbeats of each group and
+    broker in one 30 s keep-alive window become one `alive` naming their members, at the
+    window's last heartbeat; every other event as it was."""
+    out: list[tuple[int, bytes]] = []
+    windows: dict[tuple, list[dict]] = defaultdict(list)
+    for value in values:
+        event = json.loads(value)
+        if event["type"] != "heartbeat":
+            out.append((event["ts"], value))
+            continue
+        windows[(event.get("system"), event.get("cluster"), event["group"], event.get("broker"),
+                 event["ts"] // KEEPALIVE_MS)].append(event)
+    for (system, cluster, group, broker, _), beats in windows.items():
+        alive = producer_events.alive(max(e["ts"] for e in beats), group,
+                                      sorted({(e["client_id"], e.get("address")) for e in beats},
+                                             key=repr), broker=broker, system=system)
+        if cluster is not None:
+            alive = producer_events.stamped(alive, cluster)
+        out.append((alive["ts"], json.dumps(alive, separators=(",", ":")).encode()))
+    return [value for _, value in sorted(out, key=lambda item: item[0])]
 
 
 def shard_frames(values: list[bytes], shards: int, first_offset: int) -> dict[int, pd.DataFrame]:
@@ -128,10 +168,12 @@ def json_baseline(values: list[bytes]) -> float:
 
 
 def report(name: str, events: int, elapsed: float, stages: dict[str, float],
-           baseline: float) -> None:
+           baseline: float, keepalives: int | None = None) -> None:
     print(f"{name}: {events:,} events, {elapsed:.2f} s, {elapsed / events * 1e6:.1f} us an "
           f"event; baseline json.loads {baseline / events * 1e6:.1f} us an event "
           f"(ratio {elapsed / baseline:.1f}x)")
+    if keepalives:
+        print(f"  per member keep-alive ({keepalives:,}): {elapsed / keepalives * 1e6:.2f} us")
     timed = sum(stages.values())
     for label in STAGES:
         seconds = stages.get(label, 0.0)
@@ -150,11 +192,23 @@ def main() -> None:
     parser.add_argument("--steady-batches", type=int, default=10)
     parser.add_argument("--shards", type=int, default=128)
     parser.add_argument("--instant-ms", type=int, default=1)
+    parser.add_argument("--forms", default="member,alive")
     args = parser.parse_args()
     print(f"machine: {describe_machine()}")
     print(f"fleet: {args.groups} groups x {args.clients} clients, 2 topics x {args.queues} "
           f"queues, {args.shards} shards, --instant-ms {args.instant_ms}")
-    backlog, *steady = fleet_batches(args)
+    keepalives = None
+    for form in args.forms.split(","):
+        print(f"-- form: {form}")
+        keepalives = run_form(args, form, keepalives)
+
+
+def run_form(args, form: str, keepalives: int | None) -> int:
+    """The backlog and the steady batches in one form; the member keep-alives of the steady
+    batches (counted in the member form, which must come first to give them)."""
+    backlog, *steady = fleet_batches(args, form)
+    if form == "member":
+        keepalives = sum(json.loads(v)["type"] == "heartbeat" for b in steady for v in b)
     apply_shard = sf.make_state_function(StepConfig(exact=False, instant_ms=args.instant_ms))
     states: dict[int, SparkKeyState] = {}
     elapsed, stages = run_batch(apply_shard, shard_frames(backlog, args.shards, 0), states, None)
@@ -168,7 +222,8 @@ def main() -> None:
             summed[label] += seconds
     values = [value for batch in steady for value in batch]
     report(f"{len(steady)} steady batches of {args.trigger_seconds} s", len(values), total,
-           summed, json_baseline(values))
+           summed, json_baseline(values), keepalives)
+    return keepalives or 0
 
 
 if __name__ == "__main__":

@@ -23,12 +23,13 @@ def fresh(stem: str) -> str:
 
 @contextlib.contextmanager
 def watching(namesrv: str, group: str, spark, kafka_bootstrap: str, make_topic, workdir: Path,
-             *bridge_args: str) -> Iterator[tuple[RunningMonitor, ProducerProcess]]:
-    """The job reading an events topic of its own, and observe-rocketmq (polling every second,
-    only `group`) writing to it."""
-    events = make_topic()
+             *bridge_args: str, events: str | None = None, **job_options: object,
+             ) -> Iterator[tuple[RunningMonitor, ProducerProcess]]:
+    """The job reading an events topic of its own (`events`, or a new one), and observe-rocketmq
+    (polling every second, only `group`) writing to it."""
+    events = events or make_topic()
     workdir.mkdir(parents=True, exist_ok=True)
-    with RunningMonitor(spark, kafka_bootstrap, events, workdir) as monitor, \
+    with RunningMonitor(spark, kafka_bootstrap, events, workdir, **job_options) as monitor, \
             ProducerProcess(["observe-rocketmq", "--namesrv", namesrv,
                              "--bootstrap-servers", kafka_bootstrap, "--topic", events,
                              "--interval-seconds", "1", "--keepalive-seconds", "5", "--include",

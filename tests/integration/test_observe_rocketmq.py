@@ -20,7 +20,7 @@ import pytest
 from tests.integration.producer_process import ProducerProcess
 from tests.integration.prometheus_harness import HarnessConfig, PrometheusHarness
 from tests.integration.rocketmq_watch import SYSTEM, fresh, group_value, watching
-from tests.support import Scrape, read_topic, wait_until
+from tests.support import Scrape, read_topic, read_values, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -63,6 +63,46 @@ def test_three_consumers_on_eight_queues_are_seen_as_they_hold_them(
         assert own.value("rebalance_observer_groups") == 1
         assert own.value("rebalance_observer_calls_total", request="running_info",
                          outcome="ok") >= 3
+
+
+def test_a_steady_group_is_kept_by_its_alive_events_without_full_heartbeats(
+        rocketmq_cluster, real_consumer, spark, kafka_bootstrap, make_topic, tmp_path):
+    """Sessions of 10 s in the job, keep-alives every 2 s, full heartbeats only when a member
+    changes (or every 600 s): once the group is steady, the bridge says its members in one
+    `alive` per broker, and the job keeps all three for more than two sessions with no full
+    heartbeat in that time, each client's queues as the real client holds them."""
+    topic, group = fresh("T8"), fresh("g-alive")
+    rocketmq_cluster.create_topic(topic, queues=8)
+    consumers = [real_consumer(rocketmq_cluster.namesrv, group, topic, f"c{i}") for i in range(3)]
+    consumers[0].wait_for(lambda _: sorted(len(c.holds(topic)) for c in consumers) == [2, 3, 3],
+                          what="a settled 3/3/2 split")
+    expected = expected_counts(consumers, topic)
+    events = make_topic()
+    session_ms = 10_000
+
+    def quiet_for_two_sessions(values: list[bytes]) -> bool:
+        sent = [json.loads(v) for v in values]
+        last_full = max((e["ts"] for e in sent if e["type"] == "heartbeat"), default=None)
+        if last_full is None:
+            return False
+        return any(e["type"] == "alive" and e["ts"] > last_full + 2 * session_ms for e in sent)
+
+    with watching(rocketmq_cluster.namesrv, group, spark, kafka_bootstrap, make_topic,
+                  tmp_path / "watch", "--keepalive-seconds", "2", events=events,
+                  session_timeout_ms=session_ms) as (monitor, _):
+        sent = [json.loads(v) for v in read_values(kafka_bootstrap, events,
+                                                    until=quiet_for_two_sessions, timeout=180)]
+        newest = max(e["ts"] for e in sent)
+        scrape = monitor.wait_for(
+            lambda m: (m.value("rebalance_cluster_last_event_time_seconds") or 0) * 1000
+            >= newest)
+        assert group_value(scrape, "rebalance_group_members", group) == 3
+        assert client_queues(scrape, group) == expected
+        assert group_value(scrape, "rebalance_orphaned_queues", group, topic=topic) == 0
+        assert group_value(scrape, "rebalance_alive_unknown_members_total", group) == 0
+    alive = [e for e in sent if e["type"] == "alive"]
+    assert {len(e["members"]) for e in alive} == {3}      # one event says all three
+    assert {e["broker"] for e in alive} == set(rocketmq_cluster.broker_names)
 
 
 def expected_counts(consumers, topic: str) -> dict[str, int]:

@@ -89,7 +89,9 @@ def test_outages_and_refused_groups_are_counted_and_the_events_still_go_out(capl
     assert (health.groups, health.members, health.events) == (2, 1, 4)
     assert health.last_success_seconds > 0
     sent = [(m.key(), json.loads(m.value())["type"]) for m in producer.delivered]
-    assert sent == [(b"orders", "heartbeat"), (b"orders", "route")] * 2
+    # The member unchanged: the second poll names it in the group's alive.
+    assert sent == [(b"orders", "route"), (b"orders", "heartbeat"),
+                    (b"orders", "route"), (b"orders", "alive")]
     assert admin.closed
     assert warnings(caplog) == [
         f"bootstrap to {CLUSTER} failing: KafkaTimeoutError (Unable to bootstrap from "
@@ -101,6 +103,22 @@ def test_outages_and_refused_groups_are_counted_and_the_events_still_go_out(capl
         "group secret failing: GroupAuthorizationFailedError (not allowed; skipped until it "
         "answers)",
     ]   # each failed poll was its request's failure, said once, by the request
+
+
+@pytest.mark.parametrize("restate_seconds, second", [(600.0, "alive"), (0.0, "heartbeat")])
+def test_an_unchanged_member_goes_in_its_groups_alive_unless_restated_every_poll(
+        restate_seconds, second):
+    admin = FakeAdmin(Script(LISTED, LISTED, KeyboardInterrupt()), Script(DESCRIBED))
+    producer = LockedFakeProducer()
+    outbox = Outbox(producer, DeliveryStats()).start()
+    observe_kafka.run(args(restate_seconds=restate_seconds), observer_with(admin, Script(None)),
+                      outbox)
+    sent = [json.loads(m.value()) for m in producer.delivered]
+    assert [e["type"] for e in sent] == ["route", "heartbeat", "route", second]
+    if second == "alive":
+        assert sent[3]["members"] == [[sent[1]["client_id"], sent[1]["address"]]
+                                      if "address" in sent[1] else [sent[1]["client_id"]]]
+        assert sent[3]["system"] == "kafka"
 
 
 def test_a_group_that_cannot_be_described_keeps_its_members():

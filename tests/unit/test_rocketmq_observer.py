@@ -158,7 +158,23 @@ def test_unchanged_members_and_routes_are_sent_again_only_as_keepalives():
     clock.now += 25                               # each its own keep-alive, 30 s after it was
     assert {e["type"] for e in watcher.poll()} == {"route"}     # last sent: the routes first,
     clock.now += 6
-    assert [e["type"] for e in watcher.poll()] == ["heartbeat"]  # then the heartbeat
+    assert watcher.poll() == [{"v": 1, "type": "alive", "ts": 1_700_001_051_000, "group": "g",
+                               "members": [["c1", "h#0"]], "broker": "broker-a",
+                               "system": "rocketmq"}]   # then the member, in its group's alive
+
+
+@pytest.mark.parametrize("restate_s, kinds", [(90.0, ["alive", "alive", "heartbeat"]),
+                                              (0.0, ["heartbeat"] * 3)])
+def test_an_unchanged_member_is_sent_in_full_every_restate_s(restate_s, kinds):
+    admin = FakeAdmin()
+    admin.members = {("broker-a", "g"): [("c1", "h:1")]}
+    watcher, clock = observer(admin, keepalive_s=30, restate_s=restate_s)
+    watcher.poll()
+    seen = []
+    for _ in range(3):
+        clock.now += 30
+        seen += [e["type"] for e in watcher.poll() if e["type"] != "route"]
+    assert seen == kinds
 
 
 def test_a_member_gone_from_every_broker_is_unregistered_but_not_while_its_broker_is_silent():
