@@ -79,8 +79,34 @@ def test_any_object_and_its_ts_twins_parse_as_parse_event(body, separators, new_
         assert parser.parse(text) == parse_event(text), text
 
 
-def test_a_full_cache_starts_again():
-    parser = EventParser(max_entries=2)
-    for client in ("a", "b", "c"):
-        parser.parse(json.dumps({**HEARTBEAT, "client_id": client}).encode())
-    assert len(parser) == 1
+def _misses(monkeypatch, parser: EventParser, clients: list[str], rounds: int) -> list[int]:
+    """The full parses of each round in which every client heartbeats once, in turn."""
+    calls = []
+    full = events_module.parse_event
+    monkeypatch.setattr(events_module, "parse_event", lambda raw: calls.append(raw) or full(raw))
+    per_round = []
+    for k in range(rounds):
+        before = len(calls)
+        for client in clients:
+            raw = json.dumps({**HEARTBEAT, "ts": T0 + k, "client_id": client}).encode()
+            assert parser.parse(raw) == full(raw)
+        per_round.append(len(calls) - before)
+    return per_round
+
+
+def test_a_fleet_larger_than_the_cache_still_hits_on_what_it_holds(monkeypatch):
+    """A fleet's events come back in a cycle: 96 clients through a cache of 64. A cache that
+    made room at each miss (emptied when full, or its oldest dropped) would miss all 96 every
+    round."""
+    parser = EventParser(max_entries=64)
+    misses = _misses(monkeypatch, parser, [f"c{i}" for i in range(96)], rounds=12)
+    assert misses[0] == 96
+    assert max(misses[2:]) <= 96 - 48          # at least half the fleet hits, every round
+    assert len(parser) <= 64
+
+
+def test_a_full_cache_makes_way_for_a_fleet_that_changed(monkeypatch):
+    parser = EventParser(max_entries=64)
+    _misses(monkeypatch, parser, [f"old{i}" for i in range(64)], rounds=2)
+    misses = _misses(monkeypatch, parser, [f"new{i}" for i in range(64)], rounds=20)
+    assert misses[-1] == 0 and len(parser) == 64

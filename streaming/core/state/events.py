@@ -12,6 +12,7 @@ Bad input never raises: it comes back as `Invalid(reason, detail)` with a stable
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -496,10 +497,14 @@ _TS_MEMBER = re.compile(rb'(?<!\\)"ts"[ \t\r\n]*:[ \t\r\n]*(-?(?:0|[1-9][0-9]*))
 
 # Distinct events an EventParser remembers: about 1.3 KB each. A steady group of 10 clients on
 # 2 brokers sends 22 distinct ones (a heartbeat per client and broker, a route per topic), so
-# this holds 10,000 such groups (340 MB at most). The cache is emptied when full, and a fleet
-# whose distinct events pass it gets almost no hits: each client's heartbeat comes back only
-# after all the others.
+# this holds 10,000 such groups (340 MB at most).
 PARSER_CACHE_EVENTS = 262_144
+# A full cache takes no new event until this many events (in eighths of its size) missed it;
+# then its oldest eighth goes. A fleet sends its events in a cycle (each client's heartbeat
+# comes back after all the others'), so a cache that made room at every miss (emptied, or its
+# oldest dropped) would never hold an event when it came back: this one keeps what it holds
+# and still hits on that share of the fleet, while a fleet that changes replaces it slowly.
+PARSER_CACHE_TRIM_AFTER = 4
 
 
 class EventParser:
@@ -524,6 +529,7 @@ class EventParser:
     def __init__(self, max_entries: int = PARSER_CACHE_EVENTS) -> None:
         self._events: dict[bytes, list[Event]] = {}
         self._max_entries = max_entries
+        self._missed_while_full = 0
 
     def __len__(self) -> int:
         return len(self._events)
@@ -554,10 +560,21 @@ class EventParser:
         parsed = parse_event(raw)
         if (raw.find(b'"ts"', at + 4) < 0 and _before_nesting(raw, at)
                 and not isinstance(parsed, Invalid) and parsed[0].ts == ts):
-            if len(self._events) >= self._max_entries:
-                self._events.clear()
-            self._events[key] = parsed
+            if len(self._events) < self._max_entries or self._trimmed():
+                self._events[key] = parsed
         return parsed
+
+    def _trimmed(self) -> bool:
+        """Whether a full cache made room: after PARSER_CACHE_TRIM_AFTER eighths of its size in
+        misses, its oldest eighth goes."""
+        self._missed_while_full += 1
+        eighth = max(1, self._max_entries // 8)
+        if self._missed_while_full < PARSER_CACHE_TRIM_AFTER * eighth:
+            return False
+        self._missed_while_full = 0
+        for key in list(itertools.islice(self._events, eighth)):
+            del self._events[key]
+        return True
 
 
 def _before_nesting(raw: bytes, at: int) -> bool:
