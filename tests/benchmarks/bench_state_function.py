@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+import zlib
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -73,7 +74,7 @@ def fleet_batches(args, form: str) -> list[list[bytes]]:
     backlog = [v for ts, v in produced if ts < end]
     steady = [v for ts, v in produced if ts >= end]
     if form == "alive":
-        steady = alive_form(steady)
+        steady = alive_form(backlog, steady, end, end + steady_ms)
     batches: list[list[bytes]] = [backlog] + [[] for _ in range(args.steady_batches)]
     for value in steady:
         index = (json.loads(value)["ts"] - end) // (args.trigger_seconds * 1000)
@@ -81,26 +82,28 @@ def fleet_batches(args, form: str) -> list[list[bytes]]:
     return batches
 
 
-def alive_form(values: list[bytes]) -> list[bytes]:
-    """The steady fleet as an observer sends it: the restating heartbeats of each group and
-    broker in one 30 s keep-alive window become one `alive` naming their members, at the
-    window's last heartbeat; every other event as it was."""
+def alive_form(backlog: list[bytes], steady: list[bytes], start: int, end: int) -> list[bytes]:
+    """The steady fleet as an observer sends it: each group's members through each broker, as
+    the backlog and the fleet heartbeat them, named in one `alive` every 30 s (at a phase of the
+    group's own, as an observer's keep-alives fall where it first saw the group), in place of
+    their restating heartbeats; every other event as it was."""
+    members: dict[tuple, set[tuple[str, str | None]]] = defaultdict(set)
     out: list[tuple[int, bytes]] = []
-    windows: dict[tuple, list[dict]] = defaultdict(list)
-    for value in values:
+    for value in backlog + steady:
         event = json.loads(value)
-        if event["type"] != "heartbeat":
+        if event["type"] == "heartbeat":
+            members[(event.get("system"), event.get("cluster"), event["group"],
+                     event.get("broker"))].add((event["client_id"], event.get("address")))
+        elif event["ts"] >= start:
             out.append((event["ts"], value))
-            continue
-        windows[(event.get("system"), event.get("cluster"), event["group"], event.get("broker"),
-                 event["ts"] // KEEPALIVE_MS)].append(event)
-    for (system, cluster, group, broker, _), beats in windows.items():
-        alive = producer_events.alive(max(e["ts"] for e in beats), group,
-                                      sorted({(e["client_id"], e.get("address")) for e in beats},
-                                             key=repr), broker=broker, system=system)
-        if cluster is not None:
-            alive = producer_events.stamped(alive, cluster)
-        out.append((alive["ts"], json.dumps(alive, separators=(",", ":")).encode()))
+    for (system, cluster, group, broker), named in members.items():
+        phase = zlib.crc32(group.encode()) % KEEPALIVE_MS
+        for ts in range(start + phase, end, KEEPALIVE_MS):
+            alive = producer_events.alive(ts, group, sorted(named, key=repr), broker=broker,
+                                          system=system)
+            if cluster is not None:
+                alive = producer_events.stamped(alive, cluster)
+            out.append((ts, json.dumps(alive, separators=(",", ":")).encode()))
     return [value for _, value in sorted(out, key=lambda item: item[0])]
 
 
