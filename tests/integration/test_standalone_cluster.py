@@ -34,6 +34,7 @@ from tests.integration.spark_cluster import (
     poll,
 )
 from tests.support import Scrape
+from tests.unit.state_helpers import T0, route
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -100,10 +101,19 @@ def local_mode_metrics(spark, bootstrap: str, topic: str, workdir: Path) -> dict
         return comparable(monitor.scrape())
 
 
+def kept_alive() -> list[dict]:
+    """g-433's three members said alive at 100 s, with one it never heard (c9), then its route
+    at 140 s: past the 120 s sessions of the seed's heartbeats, before the other groups'
+    sessions end by the watermark (30 s behind)."""
+    return [{"type": "alive", "ts": T0 + 100_000, "group": "g-433",
+             "members": [["c1"], ["c2"], ["c3"], ["c9"]]},
+            route("T", T0 + 140_000, group="g-433", brokers={"broker-a": 10})]
+
+
 def test_standalone_cluster_gives_the_same_metrics_as_local_mode(
         spark, kafka_bootstrap, make_topic, tmp_path):
     topic = make_topic(partitions=2)
-    produce_events(kafka_bootstrap, topic, seed_events())
+    produce_events(kafka_bootstrap, topic, seed_events() + kept_alive())
     zip_path = build_pyfiles(tmp_path / "dist" / "rebalance_monitor.zip")
     python = deps_only_python(tmp_path / "deps-python", Path(sysconfig.get_path("purelib")))
     assert subprocess.run([str(python), "-c", "import streaming"], cwd=tmp_path,
@@ -131,6 +141,9 @@ def test_standalone_cluster_gives_the_same_metrics_as_local_mode(
                 ("cluster", "default"), ("group", "g-shared"), ("system", "rocketmq"),
                 ("topic", "T")))] == 2
             assert expected[("rebalance_monitor_groups", ())] == 5
+            g433 = (("cluster", "default"), ("group", "g-433"), ("system", "rocketmq"))
+            assert expected[("rebalance_group_members", g433)] == 3     # kept by the alive
+            assert expected[("rebalance_alive_unknown_members_total", g433)] == 1
             app_status = cluster.running_app("rebalance-monitor")
             assert app_status is not None and app_status["cores"] == 1
             assert cluster.alive_workers()[0]["coresused"] == 1
