@@ -11,8 +11,9 @@ A failed call is counted by request and cause and the poll goes on with what it 
 
 What is sent: a change at once; an unchanged route only every `keepalive_s`; an unchanged
 member's keep-alive in one `alive` per group and broker (producers.restate), and in full every
-`restate_s`, so a large quiet cluster costs the events topic a few events per group. A process gets an `unregister` when no broker
-lists it any more, and only if every broker that listed it before answered this poll.
+`restate_s`, so a large quiet cluster costs the events topic a few events per group. A process
+gets an `unregister` when no broker lists it any more, and only if every broker that listed it
+before answered this poll.
 """
 
 from __future__ import annotations
