@@ -52,8 +52,12 @@ def facts_of(event: dict) -> object:
 
 class _Sent(NamedTuple):
     facts: object
-    at: float           # last sent, in full or in an alive
+    at: float           # last sent, in full or named in an alive
     full_at: float      # last sent in full
+
+
+# A group's members through one broker (or none), of one system: what one `alive` names.
+GroupBroker = tuple[str, str | None, str | None]
 
 
 class Restatements:
@@ -65,25 +69,49 @@ class Restatements:
 
     def due(self, heartbeats: Iterable[dict], now: float, ts_ms: int,
             facts: Callable[[dict], object] = facts_of) -> list[dict]:
-        """The events to send now: the full heartbeats, then one `alive` per group and broker
-        (at ts_ms) for the unchanged members whose keep-alive is due."""
+        """The events to send now: the new or changed members in full, then, for each group and
+        broker with a member whose keep-alive is due, the full heartbeats of the members whose
+        restate is due and one `alive` (at ts_ms) naming every member of it in this poll. An
+        `alive` names them all, so that its text, and what the job compares it with, stays the
+        same from one keep-alive to the next."""
         full: list[dict] = []
-        alive: dict[tuple[str, str | None, str | None], list[tuple[str, str | None]]] = {}
+        by_group: dict[GroupBroker, list[tuple[SourceKey, dict, object]]] = {}
+        due: set[GroupBroker] = set()
         for event in heartbeats:
             key = (event["group"], event["client_id"], event.get("address"), event.get("broker"))
             said, last = facts(event), self._sent.get(key)
-            if last is not None and last.facts == said:
-                if now - last.at < self.keepalive_s:
-                    continue
-                if now - last.full_at < self.restate_s:
-                    self._sent[key] = _Sent(said, now, last.full_at)
-                    alive.setdefault((key[0], key[3], event.get("system")), []).append(
-                        (key[1], key[2]))
-                    continue
-            self._sent[key] = _Sent(said, now, now)
-            full.append(event)
-        return full + [events.alive(ts_ms, group, members, broker=broker, system=system)
-                       for (group, broker, system), members in alive.items()]
+            group = (key[0], key[3], event.get("system"))
+            by_group.setdefault(group, []).append((key, event, said))
+            if last is None or last.facts != said:
+                self._sent[key] = _Sent(said, now, now)
+                full.append(event)
+            elif now - last.at >= self.keepalive_s:
+                due.add(group)
+        alive = []
+        for group, members in by_group.items():
+            if group in due:
+                alive += self._keepalive(group, members, now, ts_ms, full)
+        return full + alive
+
+    def _keepalive(self, group: GroupBroker, members: list[tuple[SourceKey, dict, object]],
+                   now: float, ts_ms: int, full: list[dict]) -> list[dict]:
+        """A due group's keep-alive: restates in full where due, the rest in one `alive`."""
+        named_only = False
+        for key, event, said in members:
+            last = self._sent[key]
+            if last.at == now:                  # sent in full this poll
+                continue
+            if now - last.full_at >= self.restate_s:
+                self._sent[key] = _Sent(said, now, now)
+                full.append(event)
+            else:
+                self._sent[key] = _Sent(said, now, last.full_at)
+                named_only = True
+        if not named_only:
+            return []
+        name, broker, system = group
+        return [events.alive(ts_ms, name, [(key[1], key[2]) for key, _, _ in members],
+                             broker=broker, system=system)]
 
     def forget(self, gone: Callable[[SourceKey], bool]) -> None:
         """Forget the sources `gone` says left: they go out in full if they come back."""

@@ -101,7 +101,9 @@ def test_a_steady_group_is_kept_by_its_alive_events_without_full_heartbeats(
         assert group_value(scrape, "rebalance_orphaned_queues", group, topic=topic) == 0
         assert group_value(scrape, "rebalance_alive_unknown_members_total", group) == 0
     alive = [e for e in sent if e["type"] == "alive"]
-    assert {len(e["members"]) for e in alive} == {3}      # one event says all three
+    clients = {c.client_id for c in consumers}
+    assert {len(e["members"]) for e in alive} == {3}      # one event names all three
+    assert {m[0] for e in alive for m in e["members"]} == clients
     assert {e["broker"] for e in alive} == set(rocketmq_cluster.broker_names)
 
 
