@@ -24,6 +24,7 @@ GROUP_METRICS = frozenset({
     "rebalance_holdings_pending_clients",
     "rebalance_broker_view_divergent", "rebalance_rebalances_total", "rebalance_queue_moves_total",
     "rebalance_late_events_total",
+    "rebalance_alive_unknown_members_total",
     "rebalance_client_queues", "rebalance_group_info", "rebalance_assignor_changes_total",
     "rebalance_kafka_reconciling_members", "rebalance_kafka_max_epoch_lag",
     "rebalance_kafka_group_epoch", "rebalance_kafka_assignment_epoch",

@@ -56,6 +56,7 @@ REQUIRED_ALERTS = {
     "RebalanceClientIdCollision": ("critical", "1m"),
     "RebalanceStorm": ("warning", "10m"),
     "RebalanceAssignorChanged": ("warning", None),
+    "RebalanceAliveUnknownMembers": ("warning", None),
     "RebalanceKafkaHandoffStuck": ("critical", "2m"),
     "RebalanceKafkaTargetUnassigned": ("critical", "5m"),
     "RebalanceKafkaTargetSkew": ("warning", "15m"),
@@ -274,6 +275,7 @@ def test_docs_describe_every_metric_recording_rule_and_alert_with_a_runbook_sect
 GROUP_ALERTS = {"RebalanceDoubleAssignment", "RebalanceOrphanedQueues", "RebalanceMultiTopicSkew",
                 "RebalanceSubscriptionInconsistent", "RebalanceStrategyInconsistent",
                 "RebalanceClientIdCollision", "RebalanceStorm", "RebalanceAssignorChanged",
+                "RebalanceAliveUnknownMembers",
                 "RebalanceKafkaHandoffStuck", "RebalanceKafkaTargetUnassigned",
                 "RebalanceKafkaTargetSkew", "RebalanceBrokerSplitView"}
 
