@@ -75,6 +75,7 @@ class Restatements:
         `alive` names them all, so that its text, and what the job compares it with, stays the
         same from one keep-alive to the next."""
         full: list[dict] = []
+        fresh: set[SourceKey] = set()        # sent in full this poll as new or changed
         by_group: dict[GroupBroker, list[tuple[SourceKey, dict, object]]] = {}
         due: set[GroupBroker] = set()
         for event in heartbeats:
@@ -85,22 +86,24 @@ class Restatements:
             if last is None or last.facts != said:
                 self._sent[key] = _Sent(said, now, now)
                 full.append(event)
+                fresh.add(key)
             elif now - last.at >= self.keepalive_s:
                 due.add(group)
         alive = []
         for group, members in by_group.items():
             if group in due:
-                alive += self._keepalive(group, members, now, ts_ms, full)
+                alive += self._keepalive(group, members, now, ts_ms, full, fresh)
         return full + alive
 
     def _keepalive(self, group: GroupBroker, members: list[tuple[SourceKey, dict, object]],
-                   now: float, ts_ms: int, full: list[dict]) -> list[dict]:
-        """A due group's keep-alive: restates in full where due, the rest in one `alive`."""
+                   now: float, ts_ms: int, full: list[dict], fresh: set[SourceKey]) -> list[dict]:
+        """A due group's keep-alive: restates in full where due, the rest in one `alive`; the
+        `fresh` members went in full this poll already."""
         named_only = False
         for key, event, said in members:
-            last = self._sent[key]
-            if last.at == now:                  # sent in full this poll
+            if key in fresh:
                 continue
+            last = self._sent[key]
             if now - last.full_at >= self.restate_s:
                 self._sent[key] = _Sent(said, now, now)
                 full.append(event)

@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from producers.health import CallStats
-from producers.restate import Restatements
+from producers.restate import Restatements, facts_of
 from producers.rocketmq.admin import AdminError, MalformedBody, RocketMQAdmin
 from producers.rocketmq.bridge import (
     AssumedStrategies,
@@ -355,11 +355,11 @@ class RocketMQObserver:
         if "owned_ts" in event:
             facts["after_route_change"] = all(
                 self._route_changed_ms.get(t, 0) <= event["owned_ts"] for t in event["topics"])
-        return repr(sorted((k, repr(v)) for k, v in facts.items()))
+        return facts_of(facts)
 
     def _due(self, key: tuple, event: dict, now: float) -> bool:
         """Whether to send a route now: it changed, or its keep-alive is due."""
-        content = repr(sorted((k, repr(v)) for k, v in event.items() if k != "ts"))
+        content = facts_of(event)
         last = self._sent.get(key)
         if last is not None and last[0] == content and now - last[1] < self._options.keepalive_s:
             return False
