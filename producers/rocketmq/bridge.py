@@ -213,10 +213,13 @@ def _unreported_strategy(member: Member, known: Holdings | None, result: PollRes
                          assumed: AssumedStrategies, previous: str | None,
                          shared: bool) -> tuple[str, dict, dict]:
     """(strategy, params, the event's marks) of a client that reports no strategy: the
-    operator's for its SDK, else the one its holdings give (inference.py), else assumed. A
-    shared reader (POP) allocates nothing to infer from."""
+    operator's for its SDK (named), else the one its holdings give (inference.py), else
+    assumed: a guess, on which the job raises nothing. A shared reader (POP) allocates nothing
+    to infer from."""
     language = member.listing.language
-    if assumed.named(language) or known is None or member.listing.via_proxy or shared:
+    if assumed.named(language):
+        return (*assumed.for_language(language), {"strategy_named": True})
+    if known is None or member.listing.via_proxy or shared:
         return (*assumed.for_language(language), {"strategy_assumed": True})
     matching = inference.matching_strategies(
         member.client_id, known.owned, known.topics or member.listing.topics, result.routes,

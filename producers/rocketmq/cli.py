@@ -196,23 +196,27 @@ def _say_strategy(event: dict, said: dict[tuple[str, str], tuple]) -> None:
     say it every time)."""
     key = (event.get("group"), event.get("client_id"))
     inferred, assumed = event.get("strategy_inferred"), event.get("strategy_assumed")
-    if not (inferred or assumed):
+    named = event.get("strategy_named")
+    if not (inferred or assumed or named):
         return
-    now = (inferred, event.get("strategy_candidates"), event["strategy"])
+    now = (inferred, named, event.get("strategy_candidates"), event["strategy"])
     if said.get(key) == now:
         return
     said[key] = now
     if inferred:
         log.info("group %s: client %s reports no strategy; what it holds is %s's alone: "
                  "re-run as %s", event["group"], event["client_id"], inferred, event["strategy"])
+    elif named:
+        log.info("group %s: client %s reports no strategy; re-run as %s, named by "
+                 "--sdk-strategy", event["group"], event["client_id"], event["strategy"])
     elif event.get("strategy_candidates") is not None:
         log.info("group %s: client %s reports no strategy and what it holds is given by %s; "
-                 "assumed %s", event["group"], event["client_id"],
+                 "assumed %s (no finding rests on it)", event["group"], event["client_id"],
                  ", ".join(event["strategy_candidates"]) or "none of AVG, AVG_BY_CIRCLE, "
                  "CONSISTENT_HASH", event["strategy"])
     else:
-        log.info("group %s: client %s reports no strategy; assumed %s", event["group"],
-                 event["client_id"], event["strategy"])
+        log.info("group %s: client %s reports no strategy; assumed %s (no finding rests on "
+                 "it)", event["group"], event["client_id"], event["strategy"])
 
 
 # Each event gets 3 attempts of up to a minute: a 3-minute outage of the events broker loses

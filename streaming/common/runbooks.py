@@ -26,6 +26,7 @@ FINDING_ALERTS = {
     "handoff_pending": "RebalanceKafkaHandoffStuck",
     "target_unassigned": "RebalanceKafkaTargetUnassigned",
     "target_skew": "RebalanceKafkaTargetSkew",
+    "strategy_unknown": "RebalanceStrategyUnknown",
 }
 # Kinds no alert is about (their metrics are documented, with no runbook of their own).
 WITHOUT_RUNBOOK = frozenset({"view_divergent", "allocation_mismatch", "holdings_pending"})

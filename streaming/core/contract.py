@@ -43,7 +43,10 @@ FindingKind = Literal[
     "double_assignment", "orphaned_queue", "skew", "idle_client", "subscription_inconsistent",
     "strategy_inconsistent", "client_id_collision", "view_divergent", "broker_view_divergent",
     "allocation_mismatch", "holdings_pending", "handoff_pending", "target_unassigned",
-    "target_skew", "broker_split_view"]
+    "target_skew", "broker_split_view", "strategy_unknown"]
+# How the producer knows a member's strategy: the client says it (or the producer runs it),
+# the operator named it for the client's SDK, its holdings alone give it, or it is a guess.
+StrategyBasis = Literal["reported", "named", "inferred", "assumed"]
 Status = Literal["started", "ended"]
 # The rows the state function gives the driver, by their kind column.
 # Why a stored state was reset (rebuilt from the group's next events) instead of read: a group's
@@ -186,6 +189,8 @@ class GroupMetrics:
     # Members whose reported holdings predate a route change of their topics (their claims
     # there are the re-run's until they report again).
     holdings_pending_clients: int = 0
+    # Members whose strategy is a guess (no finding rests on their re-run).
+    strategy_unknown_clients: int = 0
     # Every group: its assignor (the strategy most members use) and how often it changed;
     # Kafka: the group type ("classic", "consumer", "share"; "" for RocketMQ).
     assignor: str = ""
@@ -257,6 +262,7 @@ class MemberDetail:
     view_queues: Mapping[str, tuple[Queue2, ...]] | None = None
     owned: tuple[tuple[str, str, int], ...] | None = None
     brokers: tuple[str, ...] = ()     # the brokers whose member list holds it
+    strategy_basis: StrategyBasis = "reported"
 
 
 @dataclass(frozen=True)

@@ -85,15 +85,17 @@ def compute(state: GroupState) -> GroupFindings:
     share = group_type(state) == "share"
     behind = {m.key: late for m in state.live_members()
               if (late := holdings_behind(state, m))}
+    guessed = _guessed(active, behind)
     findings += _queue_findings(contested, active, claims, loads, exclusive=not share,
-                                predicted=behind)
+                                predicted=behind, guessed=guessed)
     for member in state.live_members():
         if not member.clustering:
             loads[member.key] = sum(len(route.get(t, ())) for t in member.topics)
-    skew_ratio, skew = (1.0, []) if share else _skew(contested, active, loads)
+    skew_ratio, skew = (1.0, []) if share else _skew(contested, active, loads, guessed)
     findings += skew
     findings += _inconsistency("subscription_inconsistent", active, lambda m: m.topics)
-    findings += _inconsistency("strategy_inconsistent", active, shared_params)
+    findings += _inconsistency("strategy_inconsistent",
+                               [m for m in active if m.strategy_basis != "assumed"], shared_params)
     findings += _collisions(state)
     if state.system == "rocketmq":
         findings += _view_divergence(state, active)
@@ -107,6 +109,7 @@ def compute(state: GroupState) -> GroupFindings:
     findings += _broker_divergence(state)
     findings += _mismatches(state, behind)
     findings += _holdings_pending(state, behind)
+    findings += _strategies_unknown(active)
     return GroupFindings(findings, {t: len(q) for t, q in route.items()}, loads, skew_ratio,
                          target_skew_ratio,
                          _share_readers(contested, active, claims) if share
@@ -141,21 +144,26 @@ def with_new_broker_lists(state: GroupState, previous: GroupFindings) -> GroupFi
 
 # What compute() finds after _broker_divergence, none of it from the brokers' lists
 # (test_step_properties holds the shortcut to compute's order).
-_AFTER_DIVERGENCE = ("allocation_mismatch", "holdings_pending")
+_AFTER_DIVERGENCE = ("allocation_mismatch", "holdings_pending", "strategy_unknown")
 
 TopicQueues = Mapping[str, tuple[Queue2, ...]]     # topic -> its queues
 
 
 def _queue_findings(contested: TopicQueues, active: list[Member], claims: Claims,
                     loads: dict[MemberKey, int], exclusive: bool = True,
-                    predicted: Mapping[MemberKey, tuple[str, ...]] | None = None
+                    predicted: Mapping[MemberKey, tuple[str, ...]] | None = None,
+                    guessed: Mapping[MemberKey, tuple[str, ...]] | None = None,
                     ) -> list[Finding]:
     """Orphans and (where a queue has one owner by design: not a share group) doubles.
     `predicted`: the topics on which a member's claims are the re-run's (holdings_pending). A
     queue that one member reports holding and another is only predicted to take is no double:
     the one reporting it may not have seen the route change yet, and gives it up when it does
-    (two reporting it, or two predicted to take it, are)."""
-    predicted = predicted or {}
+    (two reporting it, or two predicted to take it, are). `guessed`: the topics on which a
+    member's claims are a re-run with a guessed strategy: they make no double (unless another
+    holder shares its client id, which takes the same share under any strategy), and the
+    topic has no orphan (the member may hold any queue)."""
+    predicted, guessed = predicted or {}, guessed or {}
+    unsure = {t for topics in guessed.values() for t in topics}
     in_route = {t: set(q) for t, q in contested.items()}
     owners: dict[str, dict[Queue2, list[Member]]] = {t: {} for t in contested}
     for member in active:
@@ -175,16 +183,17 @@ def _queue_findings(contested: TopicQueues, active: list[Member], claims: Claims
         for queue in queues:
             holders = held.get(queue)
             if not holders:
-                found.append(finding("orphaned_queue", topic, queue))
-            elif len(holders) > 1 and exclusive and _doubled(holders, topic, predicted):
+                if topic not in unsure:
+                    found.append(finding("orphaned_queue", topic, queue))
+            elif len(holders) > 1 and exclusive and _doubled(holders, topic, predicted, guessed):
                 found.append(finding("double_assignment", topic, queue,
                                      tuple(sorted(m.client_id for m in holders)),
                                      detail={"addresses": sorted(m.address for m in holders)}))
     return found
 
 
-def _skew(route: TopicQueues, active: list[Member],
-          loads: Mapping[MemberKey, int]) -> tuple[float, list[Finding]]:
+def _skew(route: TopicQueues, active: list[Member], loads: Mapping[MemberKey, int],
+          guessed: Mapping[MemberKey, tuple[str, ...]]) -> tuple[float, list[Finding]]:
     total = sum(len(q) for q in route.values())
     if not total or not active:
         return 1.0, []
@@ -198,7 +207,7 @@ def _skew(route: TopicQueues, active: list[Member],
                                              "max_load": peak, "busiest": busiest}))
     if peak >= 2:
         found += [finding("idle_client", clients=(m.client_id,), address=m.address)
-                  for m in active if loads[m.key] == 0]
+                  for m in active if loads[m.key] == 0 and m.key not in guessed]
     return ratio, found
 
 
@@ -369,10 +378,33 @@ def _broker_views(topic: str, subscribers: list[Member],
 
 
 def _doubled(holders: list[Member], topic: str,
-             predicted: Mapping[MemberKey, tuple[str, ...]]) -> bool:
-    """Whether two of the holders report the queue, or two are predicted to take it."""
+             predicted: Mapping[MemberKey, tuple[str, ...]],
+             guessed: Mapping[MemberKey, tuple[str, ...]]) -> bool:
+    """Whether two of the holders report the queue, or two are predicted to take it; a holder
+    whose claim rests on a guessed strategy counts only beside a holder of its client id."""
+    if guessed:
+        ids = Counter(m.client_id for m in holders)
+        holders = [m for m in holders
+                   if topic not in guessed.get(m.key, ()) or ids[m.client_id] > 1]
     guesses = sum(1 for m in holders if topic in predicted.get(m.key, ()))
     return guesses >= 2 or len(holders) - guesses >= 2
+
+
+def _guessed(active: list[Member],
+             behind: Mapping[MemberKey, tuple[str, ...]]) -> dict[MemberKey, tuple[str, ...]]:
+    """Members whose strategy is a guess: the topics on which their claims are the re-run's
+    (every topic without `owned`; else those whose holdings predate a route change)."""
+    return {m.key: m.topics if m.owned is None else behind.get(m.key, ())
+            for m in active if m.strategy_basis == "assumed"}
+
+
+def _strategies_unknown(active: list[Member]) -> list[Finding]:
+    """Members whose strategy is a guess: nothing that rests on their re-run is raised."""
+    return [finding("strategy_unknown", clients=(m.client_id,), address=m.address,
+                    detail={"assumed": m.strategy,
+                            "candidates": None if m.strategy_candidates is None
+                            else list(m.strategy_candidates)})
+            for m in active if m.strategy_basis == "assumed"]
 
 
 def _holdings_pending(state: GroupState,
@@ -389,7 +421,7 @@ def _mismatches(state: GroupState,
     found = []
     for member in state.live_members():
         if (member.owned is None or not member.clustering or member.broker_assigned
-                or member.key in behind):
+                or member.key in behind or member.strategy_basis == "assumed"):
             continue
         computed = {(t, b, q) for t, share in state.computed.get(member.key, {}).items()
                     for b, q in share}

@@ -61,6 +61,7 @@ def _common_metrics(state: GroupState, result: GroupFindings, conflicts: list[in
         broker_view_divergent=min(1, result.count("broker_view_divergent")),
         allocation_mismatch_clients=result.count("allocation_mismatch"),
         holdings_pending_clients=result.count("holdings_pending"),
+        strategy_unknown_clients=result.count("strategy_unknown"),
         broker_split={t: result.count("broker_split_view", t) for t in result.queues}
         if state.system == "rocketmq" else {},
         rebalances_total=state.rebalances, queue_moves_total=state.queue_moves,

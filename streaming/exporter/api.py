@@ -90,7 +90,8 @@ def group_json(view: GroupView, links: PageLinks = NO_LINKS) -> dict:
                     "reported": _owners(q.reported), "rerun": _owners(q.rerun),
                     "target": _owners(q.target)} for q in detail.queues],
         "members": [{"client_id": m.client_id, "address": m.address, "topics": list(m.topics),
-                     "strategy": m.strategy, "model": m.model, "shared": m.shared,
+                     "strategy": m.strategy, "strategy_basis": m.strategy_basis,
+                     "model": m.model, "shared": m.shared,
                      "view": {"clients": None if m.view_clients is None else list(m.view_clients),
                               "queues": None if m.view_queues is None else
                               {t: [list(q) for q in qs] for t, qs in m.view_queues.items()}},

@@ -55,6 +55,9 @@ GROUP_GAUGES = (
     ("rebalance_holdings_pending_clients",
      "Clients whose reported queues predate a route change of their topics (not yet asked again).",
      attrgetter("holdings_pending_clients")),
+    ("rebalance_strategy_unknown_clients",
+     "Clients whose strategy is a guess: no finding rests on their re-run.",
+     attrgetter("strategy_unknown_clients")),
 )
 
 # (metric name, help, topic -> value of a GroupMetrics). One gauge per group and topic.

@@ -183,12 +183,23 @@ def _queues(detail: GroupDetail) -> str:
     return f'<h2>Queues</h2><table class="queues">{header}{"".join(rows)}</table>'
 
 
+def _strategy(member: MemberDetail) -> str:
+    """The strategy, and how it is known when the client does not say it itself."""
+    basis = _STRATEGY_BASES.get(member.strategy_basis)
+    shown = escape(member.strategy)
+    return shown if basis is None else f'{shown} <span class="basis">({basis})</span>'
+
+
+_STRATEGY_BASES = {"named": "named by the operator", "inferred": "inferred from its holdings",
+                   "assumed": "unknown: assumed, no finding rests on it"}
+
+
 def _members(members: tuple[MemberDetail, ...]) -> str:
     if not members:
         return "<h2>Members</h2><p>No live member.</p>"
     rows = "".join(
         f'<tr class="member"><td>{escape(m.client_id)}</td><td>{escape(m.address)}</td>'
-        f"<td>{escape(m.strategy)}</td><td>{escape(m.model)}{' (shared)' if m.shared else ''}"
+        f"<td>{_strategy(m)}</td><td>{escape(m.model)}{' (shared)' if m.shared else ''}"
         f"</td><td>{escape(', '.join(m.topics))}</td><td>{_view_clients(m)}</td>"
         f"<td>{_view_queues(m)}</td><td>{_owned(m)}</td>"
         f"<td>{escape(', '.join(m.brokers))}</td></tr>" for m in members)

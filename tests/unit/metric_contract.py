@@ -21,7 +21,7 @@ GROUP_METRICS = frozenset({
     "rebalance_idle_clients", "rebalance_subscription_inconsistent",
     "rebalance_strategy_inconsistent", "rebalance_client_id_collisions",
     "rebalance_view_divergent_clients", "rebalance_allocation_mismatch_clients",
-    "rebalance_holdings_pending_clients",
+    "rebalance_holdings_pending_clients", "rebalance_strategy_unknown_clients",
     "rebalance_broker_view_divergent", "rebalance_rebalances_total", "rebalance_queue_moves_total",
     "rebalance_late_events_total",
     "rebalance_alive_unknown_members_total",

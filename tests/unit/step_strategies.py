@@ -55,6 +55,14 @@ def rocketmq_event(draw, ts: int) -> dict:
         event["message_model"] = "BROADCASTING"
     if event["strategy"] == "CONSISTENT_HASH" and draw(st.booleans()):
         event["strategy_params"] = {"virtual_nodes": draw(st.sampled_from([3, 10]))}
+    basis = draw(st.sampled_from([None] * 5 + ["assumed", "assumed", "inferred", "named"]))
+    if basis == "inferred":
+        event["strategy_inferred"] = event["strategy"]
+    elif basis:                             # a Go client's strategy, guessed or named
+        event[f"strategy_{basis}"] = True
+        if basis == "assumed" and draw(st.booleans()):
+            event["strategy_candidates"] = draw(st.lists(
+                st.sampled_from(["AVG", "AVG_BY_CIRCLE", "CONSISTENT_HASH"]), unique=True))
     return event
 
 

@@ -57,6 +57,7 @@ REQUIRED_ALERTS = {
     "RebalanceStorm": ("warning", "10m"),
     "RebalanceAssignorChanged": ("warning", None),
     "RebalanceAliveUnknownMembers": ("warning", None),
+    "RebalanceStrategyUnknown": ("warning", "10m"),
     "RebalanceKafkaHandoffStuck": ("critical", "2m"),
     "RebalanceKafkaTargetUnassigned": ("critical", "5m"),
     "RebalanceKafkaTargetSkew": ("warning", "15m"),
@@ -275,7 +276,7 @@ def test_docs_describe_every_metric_recording_rule_and_alert_with_a_runbook_sect
 GROUP_ALERTS = {"RebalanceDoubleAssignment", "RebalanceOrphanedQueues", "RebalanceMultiTopicSkew",
                 "RebalanceSubscriptionInconsistent", "RebalanceStrategyInconsistent",
                 "RebalanceClientIdCollision", "RebalanceStorm", "RebalanceAssignorChanged",
-                "RebalanceAliveUnknownMembers",
+                "RebalanceAliveUnknownMembers", "RebalanceStrategyUnknown",
                 "RebalanceKafkaHandoffStuck", "RebalanceKafkaTargetUnassigned",
                 "RebalanceKafkaTargetSkew", "RebalanceBrokerSplitView"}
 

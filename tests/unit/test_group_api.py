@@ -167,3 +167,23 @@ def test_an_alerts_link_with_a_space_written_as_plus_finds_the_group():
     assert resolve("rocketmq/prod/GID SRV", known) == spaced       # the page's own %20
     assert resolve("kafka/prod/a+b", known) == plus                # a real "+" wins
     assert resolve("rocketmq/prod/GID+OTHER", known) is None
+
+
+def test_a_member_whose_strategy_is_not_its_own_word_says_how_it_is_known():
+    store = SnapshotStore()
+    events = [route("T", brokers={"b": 4}), hb("java", ["T"], owned=[["T", "b", 2], ["T", "b", 3]]),
+              hb("go-1", ["T"], strategy="GO_AVG", strategy_inferred="AVG"),
+              hb("go-2", ["T"], strategy="GO_AVG", strategy_assumed=True,
+                 strategy_candidates=[])]
+    key = GroupKey("rocketmq", "mixed", "prod")
+    put_stepped(store, events, key)
+    group = call(group_api(store), "/api/v1/groups/rocketmq/prod/mixed").json()
+    assert {m["client_id"]: m["strategy_basis"] for m in group["detail"]["members"]} == {
+        "java": "reported", "go-1": "inferred", "go-2": "assumed"}
+    unknown = [f for f in group["detail"]["findings"] if f["kind"] == "strategy_unknown"]
+    assert [(f["clients"], f["detail"]) for f in unknown] == [
+        (["go-2"], {"assumed": "GO_AVG", "candidates": []})]
+    rows = Rows(call(group_api(store), "/groups/rocketmq/prod/mixed").body.decode()).rows
+    strategies = {cells[0]: cells[2] for css, cells in rows if css == "member"}
+    assert strategies == {"java": "AVG", "go-1": "GO_AVG (inferred from its holdings)",
+                          "go-2": "GO_AVG (unknown: assumed, no finding rests on it)"}

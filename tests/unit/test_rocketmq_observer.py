@@ -261,14 +261,17 @@ def test_a_client_that_reports_no_strategy_gets_the_default_and_says_it_was_assu
         "AVG_BY_CIRCLE", True, "cpp")
 
 
-@pytest.mark.parametrize("assumed, strategy, params", [
-    (AssumedStrategies(), "GO_AVG", None),
+@pytest.mark.parametrize("assumed, strategy, params, mark", [
+    (AssumedStrategies(), "GO_AVG", None, "strategy_assumed"),
     (AssumedStrategies(by_language={"GO": "CONSISTENT_HASH"}, virtual_nodes=7),
-     "GO_CONSISTENT_HASH", {"virtual_nodes": 7}),
-    (AssumedStrategies(by_language={"GO": "MACHINE_ROOM"}), "GO_MACHINE_ROOM", None),
-    (AssumedStrategies(by_language={"CPP": "CONSISTENT_HASH"}), "GO_AVG", None),
+     "GO_CONSISTENT_HASH", {"virtual_nodes": 7}, "strategy_named"),
+    (AssumedStrategies(by_language={"GO": "MACHINE_ROOM"}), "GO_MACHINE_ROOM", None,
+     "strategy_named"),
+    (AssumedStrategies(by_language={"CPP": "CONSISTENT_HASH"}), "GO_AVG", None,
+     "strategy_assumed"),
 ])
-def test_a_go_client_is_re_run_with_the_go_clients_own_algorithm(assumed, strategy, params):
+def test_a_go_client_is_re_run_with_the_go_clients_own_algorithm(assumed, strategy, params,
+                                                                 mark):
     admin = FakeAdmin()
     admin.members = {("broker-a", "g"): [("go-client", "h:1"), ("java-client", "h:2")]}
     admin.strategy = {"go-client": ""}
@@ -277,7 +280,9 @@ def test_a_go_client_is_re_run_with_the_go_clients_own_algorithm(assumed, strate
                                                   "heartbeat")}
     go, java = beats["go-client"], beats["java-client"]
     assert (go["strategy"], go.get("strategy_params"), go["sdk"]) == (strategy, params, "go")
-    assert go["strategy_assumed"] is True
+    assert go[mark] is True
+    assert {"strategy_assumed", "strategy_named"} - {mark} - set(go) == {
+        "strategy_assumed", "strategy_named"} - {mark}
     assert (java["strategy"], java["sdk"]) == ("AVG", "java") and "strategy_assumed" not in java
     assert not any(isinstance(parse_event(json.dumps(beat)), Invalid) for beat in (go, java))
 

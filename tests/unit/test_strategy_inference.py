@@ -95,8 +95,8 @@ def test_the_operators_strategy_for_an_sdk_is_never_second_guessed():
     holds = share("GO_AVG", "go-1", GO + JAVA)
     go = poll({"go-1": holds},
               strategies=AssumedStrategies(by_language={"GO": "AVG_BY_CIRCLE"}))["go-1"]
-    assert (go["strategy"], go["strategy_assumed"]) == ("GO_AVG_BY_CIRCLE", True)
-    assert "strategy_inferred" not in go and "strategy_candidates" not in go
+    assert (go["strategy"], go["strategy_named"]) == ("GO_AVG_BY_CIRCLE", True)
+    assert not {"strategy_assumed", "strategy_inferred", "strategy_candidates"} & set(go)
 
 
 def test_an_inferred_strategy_is_kept_while_the_client_moves_and_changes_when_it_must():

@@ -253,6 +253,10 @@ def _state_out(state: GroupState) -> JsonObject:
         **({"ot": {index[k]: state.members[k].owned_ts for k in keys
                    if state.members[k].owned_ts is not None}}
            if any(m.owned_ts is not None for m in state.members.values()) else {}),
+        **({"sb": {index[k]: [state.members[k].strategy_basis,
+                              state.members[k].strategy_candidates] for k in keys
+                   if state.members[k].strategy_basis != "reported"}}
+           if any(m.strategy_basis != "reported" for m in state.members.values()) else {}),
         # mypy does not carry the filter on state.members[k] over to its use.
         **({"ba": {index[k]: broker_answers_out(state.members[k].broker_assignments)  # type: ignore[arg-type]
                    for k in keys if state.members[k].broker_assignments is not None}}
@@ -275,6 +279,10 @@ def _state_in(data: JsonObject) -> GroupState:
     state.route_changed = dict(data.get("rc", {}))
     for index, owned_ts in data.get("ot", {}).items():
         members[int(index)].owned_ts = owned_ts
+    for index, (basis, candidates) in data.get("sb", {}).items():
+        member = members[int(index)]
+        member.strategy_basis = basis
+        member.strategy_candidates = None if candidates is None else tuple(candidates)
     for index, answers in data.get("ba", {}).items():
         members[int(index)].broker_assignments = broker_answers_in(answers)
     state.deadline_bound = UNKNOWN_DEADLINE   # the next expiry scan sets it
@@ -388,7 +396,7 @@ def _event_in(data: JsonObject) -> Event:
     cls = EVENT_CLASSES[str(values.pop("type"))]
     if cls is Unregister:           # a blob of the flat Event kept every type's defaults
         values.pop("topics", None)
-    for name in ("topics", "view_clients"):
+    for name in ("topics", "view_clients", "strategy_candidates"):
         if values.get(name) is not None:
             values[name] = tuple(values[name])
     if "members" in values:

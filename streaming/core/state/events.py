@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Literal, TypeVar, overload
 
-from streaming.core.contract import JsonValue, Owned, Queue2
+from streaming.core.contract import JsonValue, Owned, Queue2, StrategyBasis
 from streaming.core.state.fields import EVENT_TYPES, FIELDS
 
 MAX_EVENT_BYTES = 1024 * 1024
@@ -101,6 +101,8 @@ class Heartbeat(_Every):
     topics: tuple[str, ...] = ()
     strategy: str
     strategy_params: Mapping[str, JsonValue] = field(default_factory=dict)
+    strategy_basis: StrategyBasis = "reported"
+    strategy_candidates: tuple[str, ...] | None = None     # with "assumed": what its holdings allow
     message_model: str = "CLUSTERING"
     shared: bool = False
     address: str | None = None
@@ -360,9 +362,14 @@ def _heartbeat(obj: Mapping[str, JsonValue], system: str) -> dict[str, Any]:
         raise _Reject("wrong_type", "shared must be a boolean")
     view_clients, view_queues = _view(obj.get("view"))
     generation = obj.get("generation")
+    basis = _strategy_basis(obj)
     return dict(
         client_id=client_id, topics=topics, strategy=strategy,
         strategy_params=json.loads(json.dumps(params, sort_keys=True)) if params else {},
+        strategy_basis=basis,
+        strategy_candidates=(tuple(_name(s, "strategy_candidates[]")
+                                   for s in _list(obj, "strategy_candidates") or ())
+                             if basis == "assumed" and "strategy_candidates" in obj else None),
         message_model=model, shared=shared, address=_str(obj, "address"),
         broker=_str(obj, "broker"), view_clients=view_clients, view_queues=view_queues,
         owned=_owned(obj.get("owned"), system),
@@ -373,6 +380,26 @@ def _heartbeat(obj: Mapping[str, JsonValue], system: str) -> dict[str, Any]:
         broker_assignments=(_broker_assignments(obj.get("broker_assignments"))
                             if system == "rocketmq" else None),
     )
+
+
+def _strategy_basis(obj: Mapping[str, JsonValue]) -> StrategyBasis:
+    """How the producer knows the member's strategy: by at most one of the three marks."""
+    marks: list[StrategyBasis] = []
+    for basis, key, value, kind in (
+            ("assumed", "strategy_assumed", obj.get("strategy_assumed"), bool),
+            ("inferred", "strategy_inferred", obj.get("strategy_inferred"), str),
+            ("named", "strategy_named", obj.get("strategy_named"), bool)):
+        if value is not None and not isinstance(value, kind):
+            raise _Reject("wrong_type", f"{key} must be a {_JSON_NAMES[kind]}")
+        if value:
+            marks.append(basis)  # type: ignore[arg-type]  # the loop's literals
+    if len(marks) > 1:
+        raise _Reject("bad_value", "strategy_" + " and strategy_".join(marks) +
+                      " exclude each other")
+    return marks[0] if marks else "reported"
+
+
+_JSON_NAMES = {bool: "boolean", str: "string"}
 
 
 def _broker_assignments(value: object) -> BrokerAnswers | None:

@@ -218,14 +218,22 @@ FIELDS: tuple[ContractField, ...] = (
         extra={"system": "kafka", "strategy": "uniform", "group_type": "consumer"})
       for name, whose in (("member_epoch", "member's"), ("group_epoch", "group's"),
                           ("assignment_epoch", "target assignment's"))),
+    *(ContractField(name, HEARTBEAT, kind, "no", doc, {"type": kind}, sample, "strategy_basis")
+      for name, kind, doc, sample in (
+          ("strategy_assumed", "boolean", "the client does not say its strategy and its holdings "
+           "do not tell it: `strategy` is a guess (observe-rocketmq: `--default-strategy`). The "
+           "job re-runs the client with it but raises nothing that rests on it: no "
+           "`allocation_mismatch` or `strategy_inconsistent` for the client, and no double or "
+           "orphan from its re-run share; the member is shown `strategy_unknown`", True),
+          ("strategy_inferred", "string", "the client does not say its strategy and this one "
+           "alone gives what it holds (`AVG`, `AVG_BY_CIRCLE`, `CONSISTENT_HASH`), so "
+           "`strategy` is its SDK's version of it; shown on the member as `inferred`",
+           "CONSISTENT_HASH"),
+          ("strategy_named", "boolean", "the client does not say its strategy and the operator "
+           "named it for the client's SDK (observe-rocketmq `--sdk-strategy`); shown on the "
+           "member as `named`", True))),
     *(ContractField(name, HEARTBEAT, kind, "no", doc, {"type": kind}, sample, read=False)
       for name, kind, doc, sample in (
-          ("strategy_assumed", "boolean", "observe-rocketmq: the strategy was assumed (the "
-           "client reports none); for people, not read by the job", True),
-          ("strategy_inferred", "string", "observe-rocketmq: the client reports no strategy and "
-           "this one alone gives what it holds (`AVG`, `AVG_BY_CIRCLE`, `CONSISTENT_HASH`), so "
-           "`strategy` is its SDK's version of it; for people, not read by the job",
-           "CONSISTENT_HASH"),
           ("shared_reason", "string", "observe-rocketmq: why a member is `shared` (`pop`, "
            "`grpc_proxy`); for people, not read by the job", "pop"),
           ("owned_unknown", "boolean", "observe-rocketmq: the process's holdings could not be "
@@ -234,9 +242,10 @@ FIELDS: tuple[ContractField, ...] = (
            "(`broker`); for people, not read by the job", "broker"))),
     ContractField(
         "strategy_candidates", HEARTBEAT, "list of strings", "no",
-        "observe-rocketmq: with `strategy_assumed`, the strategies that give what the client "
-        "holds (several: they cannot be told apart; none: it is between two views); for "
-        "people, not read by the job", NAMES, ["AVG", "AVG_BY_CIRCLE"], read=False),
+        "with `strategy_assumed`, the strategies that give what the client holds (several: "
+        "they cannot be told apart; none: it is between two views, or runs settings the "
+        "producer does not know); shown in the member's `strategy_unknown` finding", NAMES,
+        ["AVG", "AVG_BY_CIRCLE"], "strategy_candidates", extra={"strategy_assumed": True}),
     # alive.
     ContractField(
         "members", ALIVE, "list", "yes",

@@ -21,9 +21,10 @@ of the state and their arguments, so a replay in (ts, offset) order is determini
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import TYPE_CHECKING, NamedTuple
 
-from streaming.core.contract import JsonValue, Owned, Queue2
+from streaming.core.contract import JsonValue, Owned, Queue2, StrategyBasis
 from streaming.core.state.events import (
     Alive,
     BrokerAnswers,
@@ -52,6 +53,8 @@ class Member:
     topics: tuple[str, ...] = ()
     strategy: str = "AVG"
     params: dict[str, JsonValue] = field(default_factory=dict)
+    strategy_basis: StrategyBasis = "reported"
+    strategy_candidates: tuple[str, ...] | None = None
     model: str = "CLUSTERING"
     shared: bool = False
     view_clients: tuple[str, ...] | None = None
@@ -74,15 +77,28 @@ class Member:
         return self.model == "CLUSTERING" and not self.shared
 
     def inputs(self) -> tuple[object, ...]:
-        """Everything of this member that the allocation (re-run or claims) depends on."""
-        return (self.topics, self.strategy, self.params, self.model, self.shared,
-                self.view_clients, self.view_queues, self.owned, self.owned_ts, self.generation,
-                self.instance_id, self.protocol, self.broker_assignments)
+        """Everything of this member that the allocation (re-run, claims, findings) depends
+        on: its heartbeat's facts, in FACTS' order."""
+        return _MEMBER_FACTS(self)
 
     @property
     def broker_assigned(self) -> bool:
         """A KIP-848 or share group's member: the broker computes its assignment."""
         return self.protocol is not None and self.protocol.broker_assigned
+
+
+# A member's facts, each as (Member attribute, Heartbeat attribute): what a heartbeat sets, what
+# a restating heartbeat is compared on, and what a kept refresh is rebuilt from (refresh.py).
+FACTS: tuple[tuple[str, str], ...] = (
+    ("topics", "topics"), ("strategy", "strategy"), ("params", "strategy_params"),
+    ("strategy_basis", "strategy_basis"), ("strategy_candidates", "strategy_candidates"),
+    ("model", "message_model"), ("shared", "shared"), ("view_clients", "view_clients"),
+    ("view_queues", "view_queues"), ("owned", "owned"), ("owned_ts", "owned_ts"),
+    ("generation", "generation"), ("instance_id", "group_instance_id"),
+    ("protocol", "protocol"), ("broker_assignments", "broker_assignments"))
+_MEMBER_FACTS = attrgetter(*(member for member, _ in FACTS))
+_EVENT_FACTS = attrgetter(*(event for _, event in FACTS))
+_COPIED = frozenset({"params", "view_queues"})      # the member's own dicts
 
 
 class Change(NamedTuple):
@@ -218,25 +234,12 @@ def _tombstoned(state: GroupState, key: MemberKey, ts: int) -> bool:
 def _stated(event: Heartbeat) -> tuple[object, ...]:
     """The event's facts in the order of `Member.inputs` (mappings compare equal to the
     member's dict copies)."""
-    return (event.topics, event.strategy, event.strategy_params, event.message_model,
-            event.shared, event.view_clients, event.view_queues, event.owned, event.owned_ts,
-            event.generation, event.group_instance_id, event.protocol, event.broker_assignments)
+    return _EVENT_FACTS(event)
 
 
 def _set_facts(member: Member, event: Heartbeat) -> None:
-    member.topics = event.topics
-    member.strategy = event.strategy
-    member.params = dict(event.strategy_params)
-    member.model = event.message_model
-    member.shared = event.shared
-    member.view_clients = event.view_clients
-    member.view_queues = dict(event.view_queues) if event.view_queues is not None else None
-    member.owned = event.owned
-    member.owned_ts = event.owned_ts
-    member.generation = event.generation
-    member.instance_id = event.group_instance_id
-    member.protocol = event.protocol
-    member.broker_assignments = event.broker_assignments
+    for (attr, _), value in zip(FACTS, _EVENT_FACTS(event), strict=True):
+        setattr(member, attr, dict(value) if attr in _COPIED and value is not None else value)
 
 
 def _note_broker(state: GroupState, member: Member, event: Heartbeat | Alive) -> bool:

@@ -37,7 +37,7 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from streaming.core.state.events import Alive, Event, Heartbeat, Route, with_ts
-from streaming.core.state.group import GroupState, Member, next_deadline
+from streaming.core.state.group import FACTS, GroupState, Member, next_deadline
 
 # A group steps once this many refreshes wait beside its blob, so that what a shard stores per
 # group stays small whatever the heartbeat rate (a step takes them all).
@@ -181,13 +181,8 @@ class Refreshes:
         client_id, address, broker = source
         member = self._members[(client_id, address)]
         return Heartbeat(ts=0, group=self.group, system=self.system, client_id=client_id,
-                         topics=member.topics, strategy=member.strategy,
-                         strategy_params=member.params, message_model=member.model,
-                         shared=member.shared, address=address or None, broker=broker,
-                         view_clients=member.view_clients, view_queues=member.view_queues,
-                         owned=member.owned, owned_ts=member.owned_ts, generation=member.generation,
-                         group_instance_id=member.instance_id, protocol=member.protocol,
-                         broker_assignments=member.broker_assignments)
+                         address=address or None, broker=broker,
+                         **{event: getattr(member, attr) for attr, event in FACTS})
 
 
 def _source_key(source: Source) -> object:
