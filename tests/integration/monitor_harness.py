@@ -44,6 +44,11 @@ LOST_RECORD_SERIES = ("rebalance_monitor_rows_dropped_by_watermark_total",
                       "rebalance_monitor_unaccounted_records_total")
 
 
+def _get_json(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return json.loads(response.read())
+
+
 def assert_nothing_lost(scrape: Scrape) -> None:
     lost = {name: scrape.value(name) for name in LOST_RECORD_SERIES}
     assert lost == dict.fromkeys(LOST_RECORD_SERIES, 0.0), lost
@@ -77,6 +82,13 @@ class RunningMonitor:
     def scrape(self) -> Scrape:
         with urllib.request.urlopen(self.metrics_url, timeout=5) as response:
             return Scrape(response.read().decode())
+
+    def group(self, system: str, group: str) -> dict:
+        """The group API's answer for one group (docs/api.md), found by its system and name."""
+        base = f"http://127.0.0.1:{self.monitor.metrics.port}"
+        listed = _get_json(base + "/api/v1/groups")["groups"]
+        [url] = [g["url"] for g in listed if (g["system"], g["group"]) == (system, group)]
+        return _get_json(base + url)
 
     def wait_for(self, predicate: Callable[[Scrape], bool], timeout: float = 90.0) -> Scrape:
         """Poll /metrics until predicate holds; fail at once if the query failed, else after

@@ -222,14 +222,28 @@ def test_java_and_go_consumers_with_consistent_hash(rocketmq_cluster, real_consu
                            for c in consumers}, connections
 
 
-@pytest.mark.parametrize("how", ["named", "inferred"])
+# How the observer learns the Go client's strategy: named by the operator, inferred from what
+# it holds, or not at all (the Go code's 10 virtual nodes given as 5, so no strategy the
+# observer tries gives what the client holds): (observe-rocketmq's options, the member's basis).
+GO_STRATEGY = {
+    "named": (("--sdk-strategy", "GO=CONSISTENT_HASH", "--go-virtual-nodes", str(VIRTUAL_NODES)),
+              "named"),
+    "inferred": (("--go-virtual-nodes", str(VIRTUAL_NODES)), "inferred"),
+    "unknown": (("--go-virtual-nodes", "5"), "assumed"),
+}
+
+
+@pytest.mark.parametrize("how", list(GO_STRATEGY))
 def test_the_monitor_re_runs_each_client_with_its_own_sdk_and_reports_the_real_conflicts(
         how, rocketmq_cluster, real_consumer, go_consumer, spark, kafka_bootstrap, make_topic,
         tmp_path):
     """The Go client's strategy named by the operator (--sdk-strategy GO=CONSISTENT_HASH), or
     inferred by observe-rocketmq from what it holds: every client's holdings equal the
     monitor's re-run of it (no allocation mismatch), and the queues the monitor reports
-    doubled and orphaned are the ones the real clients double and orphan."""
+    doubled and orphaned are the ones the real clients double and orphan. Not known (no
+    strategy gives what it holds): the member is shown `assumed` with a strategy_unknown
+    finding, nothing is raised on the guess (no mismatch, no strategy inconsistency), and the
+    doubles and orphans the clients' own holdings show are still the real ones."""
     from tests.integration.rocketmq_watch import group_value, watching
 
     topic, group = CH_TOPIC, f"go-ch-{how}"
@@ -247,21 +261,37 @@ def test_the_monitor_re_runs_each_client_with_its_own_sdk_and_reports_the_real_c
     doubles, orphans = _shared(consumers, topic)
     assert doubles or orphans, _report(consumers, topic, expected)
 
-    named = ("--sdk-strategy", "GO=CONSISTENT_HASH") if how == "named" else ()
+    options, basis = GO_STRATEGY[how]
+    go_id = next(c.client_id for c in consumers if isinstance(c, GoConsumer))
     with watching(namesrv, group, spark, kafka_bootstrap, make_topic, tmp_path / "watch",
-                  *named, "--go-virtual-nodes", str(VIRTUAL_NODES)) as (monitor, bridge):
+                  *options) as (monitor, bridge):
         scrape = monitor.wait_for(
             lambda m: group_value(m, "rebalance_group_members", group) == 3
             and group_value(m, "rebalance_allocation_mismatch_clients", group) == 0
+            and group_value(m, "rebalance_strategy_unknown_clients", group)
+            == (basis == "assumed")
             and group_value(m, "rebalance_double_assigned_queues", group, topic=topic)
             == len(doubles))
         assert group_value(scrape, "rebalance_orphaned_queues", group, topic=topic) == len(
             orphans), _report(consumers, topic, expected)
-        assert group_value(scrape, "rebalance_strategy_inconsistent", group) == 1
-        if how == "inferred":
-            go_id = next(c.client_id for c in consumers if isinstance(c, GoConsumer))
-            assert (f"client {go_id} reports no strategy; what it holds is CONSISTENT_HASH's "
-                    "alone: re-run as GO_CONSISTENT_HASH") in bridge.log(), bridge.log()[-3000:]
+        # Java's ring against Go's; unknown while the Go client's strategy is a guess.
+        assert group_value(scrape, "rebalance_strategy_inconsistent", group) == (
+            basis != "assumed")
+        detail = monitor.group("rocketmq", group)["detail"]
+        bases = {m["client_id"]: m["strategy_basis"] for m in detail["members"]}
+        assert bases == {c.client_id: basis if c.client_id == go_id else "reported"
+                         for c in consumers}, bases
+        shown = {(q["queue_id"], q["double_assigned"], q["orphaned"]) for q in detail["queues"]
+                 if q["topic"] == topic}
+        assert shown == {(q, (BROKER, q) in doubles, (BROKER, q) in orphans)
+                         for q in range(QUEUES)}, _report(consumers, topic, expected)
+        said = {"named": "re-run as GO_CONSISTENT_HASH, named by --sdk-strategy",
+                "inferred": "what it holds is CONSISTENT_HASH's alone: re-run as "
+                            "GO_CONSISTENT_HASH",
+                "unknown": "what it holds is given by none of AVG, AVG_BY_CIRCLE, "
+                           "CONSISTENT_HASH; assumed GO_AVG (no finding rests on it)"}[how]
+        assert f"client {go_id} reports no strategy" in bridge.log()
+        assert said in bridge.log(), bridge.log()[-3000:]
     assert _shared(consumers, topic) == (doubles, orphans)   # nobody moved meanwhile
 
 
