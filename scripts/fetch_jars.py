@@ -1,8 +1,8 @@
 """Fetch the project's Java jars from Maven Central into the cache (streaming/jars.py says
 where), once: a set already complete is left alone.
 
-    python scripts/fetch_jars.py                 # every set: the Kafka broker, Spark's Kafka
-                                                 # source, RocketMQ 5 and its gRPC client
+    python scripts/fetch_jars.py                 # every set: the Kafka brokers, Spark's Kafka
+                                                 # source, each RocketMQ 5 and its gRPC client
     python scripts/fetch_jars.py spark-kafka     # only one set
 
 Each set is a pom in scripts/jars/ resolved by `mvn dependency:copy-dependencies` into a
@@ -60,9 +60,10 @@ SETS = {
     "spark-kafka": lambda: fetch(
         "spark-kafka", jars.spark_kafka_dir(), ROOT / "scripts/jars/spark-kafka/pom.xml",
         {"spark.version": jars.pyspark_version()}, jars.SPARK_KAFKA_ARTIFACTS),
-    "rocketmq-5": lambda: fetch(
-        "rocketmq-5", jars.rocketmq5_dir(), ROOT / "scripts/jars/rocketmq-5/pom.xml",
-        {"rocketmq.version": jars.ROCKETMQ5_VERSION}),
+    **{f"rocketmq-{version}": (lambda version=version: fetch(
+        f"rocketmq-{version}", jars.rocketmq5_dir(version),
+        ROOT / "scripts/jars/rocketmq-5/pom.xml", {"rocketmq.version": version}))
+       for version in jars.ROCKETMQ5_VERSIONS},
     "rocketmq-grpc-client": lambda: fetch(
         "rocketmq-grpc-client", jars.rocketmq_grpc_client_dir(),
         ROOT / "scripts/jars/rocketmq-grpc-client/pom.xml",

@@ -4,7 +4,8 @@ Maven Central with the pinned poms in scripts/jars/.
     kafka_broker_jars()      -> the Apache Kafka broker's classpath (tests, the demo); with
                                 KAFKA_3_VERSION, the 3.x broker the tests also watch
     spark_kafka_jars()       -> Spark's Kafka source for exactly the installed pyspark version
-    rocketmq5_jars()         -> Apache RocketMQ 5 (servers, admin tool, client: the tests' 5.x kit)
+    rocketmq5_jars(version)  -> Apache RocketMQ 5 (servers, admin tool, client: the tests' 5.x kit),
+                                each of ROCKETMQ5_VERSIONS
     rocketmq_grpc_client_jars() -> RocketMQ's gRPC client (the tests' consumers through a proxy)
 
 Both return None while the jars are not fetched. The cache is $REBALANCE_MONITOR_JARS, else
@@ -21,8 +22,10 @@ from pathlib import Path
 KAFKA_VERSION = "4.3.1"
 # The 3.x line many operators still run: classic groups only (tests/integration/test_kafka_3.py).
 KAFKA_3_VERSION = "3.9.1"
-ROCKETMQ5_VERSION = "5.3.3"
-ROCKETMQ_GRPC_CLIENT_VERSION = "5.0.7"
+# The 5.x releases the tests run: 5.3.3, and 5.5.0 with Lite mode (RIP-83).
+ROCKETMQ5_VERSIONS = ("5.3.3", "5.5.0")
+# rocketmq-clients' Java client: gRPC consumers through a proxy; LitePushConsumer since 5.1.0.
+ROCKETMQ_GRPC_CLIENT_VERSION = "5.2.0"
 CACHE_VARIABLE = "REBALANCE_MONITOR_JARS"
 COMPLETE = "COMPLETE"
 # What spark-sql-kafka needs beyond the jars pyspark ships (lz4, snappy, zstd and slf4j are
@@ -48,8 +51,8 @@ def spark_kafka_dir(spark_version: str | None = None) -> Path:
     return cache_root() / f"spark-sql-kafka-{spark_version or pyspark_version()}"
 
 
-def rocketmq5_dir() -> Path:
-    return cache_root() / f"rocketmq-{ROCKETMQ5_VERSION}"
+def rocketmq5_dir(rocketmq_version: str) -> Path:
+    return cache_root() / f"rocketmq-{rocketmq_version}"
 
 
 def rocketmq_grpc_client_dir() -> Path:
@@ -66,8 +69,8 @@ def kafka_broker_jars(kafka_version: str = KAFKA_VERSION) -> list[Path] | None:
     return _complete_jars(kafka_broker_dir(kafka_version))
 
 
-def rocketmq5_jars() -> list[Path] | None:
-    return _complete_jars(rocketmq5_dir())
+def rocketmq5_jars(rocketmq_version: str) -> list[Path] | None:
+    return _complete_jars(rocketmq5_dir(rocketmq_version))
 
 
 def rocketmq_grpc_client_jars() -> list[Path] | None:

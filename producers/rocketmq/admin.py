@@ -31,6 +31,8 @@ GET_CONSUMER_CONNECTION_LIST = 203
 GET_CONSUMER_RUNNING_INFO = 307
 QUERY_ASSIGNMENT = 400              # 5.x (clientRebalance=false)
 GET_ALL_MESSAGE_REQUEST_MODE = 402   # 5.x (POP); 4.x answers REQUEST_CODE_NOT_SUPPORTED
+GET_LITE_CLIENT_INFO = 200077        # 5.5 Lite mode (LiteManagerProcessor)
+LITE_TOPICS_ASKED = 10_000           # the most lite topics one answer lists
 
 MASTER_ID = 0
 PERM_READ = 1 << 2                   # PermName.PERM_READ
@@ -213,6 +215,20 @@ class RocketMQAdmin:
                 raise MalformedBody("an assignment without a MessageQueue")
             queues.add((str(queue["brokerName"]), int(queue["queueId"])))
         return tuple(sorted(queues))
+
+    def lite_topics(self, broker: str, parent_topic: str, group: str,
+                    client_id: str) -> tuple[str, ...]:
+        """The lite topics a 5.5 LitePushConsumer subscribes under `parent_topic`, as this
+        broker holds them (each client syncs its whole set to every broker of the parent
+        topic); sorted, without the LMQ prefix the broker keeps them under."""
+        body = self._ask(broker, GET_LITE_CLIENT_INFO,
+                         {"parentTopic": parent_topic, "group": group, "clientId": client_id,
+                          "maxCount": str(LITE_TOPICS_ASKED)})
+        names = body.get("liteTopicSet") or []
+        if not isinstance(names, list):
+            raise MalformedBody("liteTopicSet is not a list")
+        prefix = f"%LMQ%${parent_topic}$"
+        return tuple(sorted({str(n).removeprefix(prefix) for n in names}))
 
     def _ask_namesrv(self, code: int, fields: dict) -> dict:
         """The first NameServer that answers (they hold the same routes)."""

@@ -41,6 +41,11 @@ STRATEGIES = {
 }
 
 
+# The message model a 5.5 proxy lists a lite group's clients with: no queue of the parent topic
+# is theirs; the broker dispatches each lite topic's messages to its subscribers, as POP does.
+LITE_MODEL = "LITE_SELECTIVE"
+
+
 @dataclass(frozen=True)
 class Listing:
     """One connection a broker lists for a group (GET_CONSUMER_CONNECTION_LIST)."""
@@ -54,6 +59,11 @@ class Listing:
     consume_type: str = "CONSUME_PASSIVELY"
     language: str = "JAVA"           # the client's SDK (LanguageCode: JAVA, GO, CPP, ...)
     via_proxy: bool = False          # listed by a 5.x proxy: a gRPC client, which no broker lists
+
+    @property
+    def lite(self) -> bool:
+        """A LitePushConsumer (RocketMQ 5.5 Lite mode, RIP-83), which only a proxy lists."""
+        return self.message_model == LITE_MODEL
 
 
 @dataclass(frozen=True)
@@ -131,6 +141,7 @@ class PollResult:
     routes: Mapping[str, Mapping[str, int] | None]   # topic -> readable queues per broker; None: no route
     pop: frozenset[tuple[str, str]] = frozenset()    # (topic, group) served in POP mode
     holdings_ms: Mapping[tuple[str, str], int] = field(default_factory=dict)  # when asked
+    lite_topics: Mapping[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
 
     @cached_property
     def client_lists(self) -> Mapping[tuple[str, str], tuple[str, ...]]:
@@ -177,10 +188,13 @@ def heartbeat(member: Member, result: PollResult, assumed: AssumedStrategies,
                                                        previous, shared is not None)
     event = events.heartbeat(result.ts_ms, member.group, member.client_id, sorted(topics),
                              strategy, system=SYSTEM, address=member.address,
-                             broker=member.broker, message_model=listing.message_model,
+                             broker=member.broker,
+                             message_model="CLUSTERING" if listing.lite else listing.message_model,
                              sdk=listing.language.lower())
+    if listing.lite and (member.group, member.client_id) in result.lite_topics:
+        event["lite_topics"] = list(result.lite_topics[(member.group, member.client_id)])
     if listing.via_proxy:
-        return _grpc_heartbeat(event)
+        return _grpc_heartbeat(event, "lite" if listing.lite else "grpc_proxy")
     if params:
         event["strategy_params"] = params
     event.update(marks)
@@ -235,13 +249,14 @@ def _unreported_strategy(member: Member, known: Holdings | None, result: PollRes
     return (*assumed.for_language(language), marks)
 
 
-def _grpc_heartbeat(event: dict) -> dict:
+def _grpc_heartbeat(event: dict, reason: str) -> dict:
     """A gRPC client (rocketmq-clients 5.x) through a proxy: the proxy pops messages for it from
-    every queue, so it owns none; what it reads is not asked (the proxy answers running info
-    with "not supported"). Not a broker's listing either: brokers do not list it."""
+    every queue (a lite consumer: from the lite topics it subscribes), so it owns none; what it
+    reads is not asked (the proxy answers running info with "not supported"). Not a broker's
+    listing either: brokers do not list it."""
     del event["broker"], event["strategy"]
     return {**event, "strategy": "AVG", "strategy_assumed": True, "shared": True,
-            "shared_reason": "grpc_proxy", "owned_unknown": True}
+            "shared_reason": reason, "owned_unknown": True}
 
 
 def route_events(result: PollResult, members: Iterable[Member]) -> list[dict]:

@@ -130,6 +130,8 @@ class RocketMQObserver:
         self.members_seen = 0
         self.namesrv_answered = False  # in the last poll
         self._inferred: dict[tuple[str, str], str] = {}   # (group, client_id) -> its strategy
+        # (group, client_id) of a 5.5 lite consumer -> (its lite topics, when asked)
+        self._lite: dict[tuple[str, str], tuple[tuple[str, ...], float]] = {}
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -147,7 +149,8 @@ class RocketMQObserver:
         routes = self._routes(topics)
         self._note_routes(routes, now, ts_ms)
         result = PollResult(ts_ms, tuple(listings), frozenset(listed), holdings, routes,
-                            frozenset(pop), self._holdings_ms())
+                            frozenset(pop), self._holdings_ms(),
+                            self._lite_topics(members, masters, routes, now))
         self.groups_seen, self.members_seen = len(groups), len({(m.group, m.client_id, m.address)
                                                                 for m in members})
         events = [heartbeat(m, result, self._options.strategies, self._inferred)
@@ -284,6 +287,33 @@ class RocketMQObserver:
             if dead:
                 self._connections.unreachable(broker, group, client_id, dead["address"])
             raise
+
+    def _lite_topics(self, members: list[Member], masters: Mapping[str, str],
+                     routes: Mapping[str, Mapping[str, int] | None],
+                     now: float) -> dict[tuple[str, str], tuple[str, ...]]:
+        """Each lite consumer's lite topics, asked of a master of its parent topic when never
+        asked or older than the refresh, within the running-info budget; kept otherwise."""
+        parents = {(m.group, m.client_id): m.listing.topics for m in members if m.listing.lite}
+        self._lite = {key: known for key, known in self._lite.items() if key in parents}
+        due = sorted((key for key in parents if key not in self._lite
+                      or now - self._lite[key][1] >= self._options.running_info_refresh_s),
+                     key=lambda key: self._lite[key][1] if key in self._lite else float("-inf"))
+        jobs = {}
+        for key in due[:self._options.running_info_budget]:
+            for parent in parents[key]:
+                broker = next((b for b in sorted(routes.get(parent) or {}) if b in masters), None)
+                if broker is not None:
+                    jobs[(key, parent)] = self._pool.submit(
+                        self._call, "lite_client_info", broker, self._admin.lite_topics,
+                        masters[broker], parent, key[0], key[1])
+        answers: dict[tuple[str, str], list[str]] = {}
+        for ((group, client_id), _), job in jobs.items():
+            answer = job.result()
+            if answer is not None:
+                answers.setdefault((group, client_id), []).extend(answer)
+        for key, topics in answers.items():
+            self._lite[key] = (tuple(sorted(set(topics))), now)
+        return {key: topics for key, (topics, _) in self._lite.items()}
 
     def _need(self, key: tuple[str, str], now: float) -> tuple[int, float]:
         """(priority, age): 0 never asked, 1 its group's membership changed since (or is

@@ -263,6 +263,7 @@ class MemberDetail:
     owned: tuple[tuple[str, str, int], ...] | None = None
     brokers: tuple[str, ...] = ()     # the brokers whose member list holds it
     strategy_basis: StrategyBasis = "reported"
+    lite_topics: tuple[str, ...] | None = None   # RocketMQ 5.5: a lite consumer's lite topics
 
 
 @dataclass(frozen=True)

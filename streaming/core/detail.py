@@ -54,7 +54,7 @@ def _member(member: Member) -> MemberDetail:
         member.client_id, member.address, tuple(member.topics), member.strategy, member.model,
         member.shared, member.view_clients,
         None if member.view_queues is None else dict(sorted(member.view_queues.items())),
-        member.owned, tuple(sorted(member.brokers)), member.strategy_basis)
+        member.owned, tuple(sorted(member.brokers)), member.strategy_basis, member.lite_topics)
 
 
 def _queues(state: GroupState, members: list[Member]) -> tuple[QueueOwners, ...]:

@@ -92,6 +92,7 @@ def group_json(view: GroupView, links: PageLinks = NO_LINKS) -> dict:
         "members": [{"client_id": m.client_id, "address": m.address, "topics": list(m.topics),
                      "strategy": m.strategy, "strategy_basis": m.strategy_basis,
                      "model": m.model, "shared": m.shared,
+                     "lite_topics": None if m.lite_topics is None else list(m.lite_topics),
                      "view": {"clients": None if m.view_clients is None else list(m.view_clients),
                               "queues": None if m.view_queues is None else
                               {t: [list(q) for q in qs] for t, qs in m.view_queues.items()}},

@@ -200,13 +200,21 @@ def _members(members: tuple[MemberDetail, ...]) -> str:
     rows = "".join(
         f'<tr class="member"><td>{escape(m.client_id)}</td><td>{escape(m.address)}</td>'
         f"<td>{_strategy(m)}</td><td>{escape(m.model)}{' (shared)' if m.shared else ''}"
-        f"</td><td>{escape(', '.join(m.topics))}</td><td>{_view_clients(m)}</td>"
+        f"</td><td>{_topics(m)}</td><td>{_view_clients(m)}</td>"
         f"<td>{_view_queues(m)}</td><td>{_owned(m)}</td>"
         f"<td>{escape(', '.join(m.brokers))}</td></tr>" for m in members)
     return ("<h2>Members</h2><table class=\"members\"><tr><th>Client id</th><th>Address</th>"
             "<th>Strategy</th><th>Model</th><th>Topics</th><th>Clients it sees</th>"
             "<th>Queues it sees</th><th>Queues it reports holding</th>"
             f"<th>Listed by brokers</th></tr>{rows}</table>")
+
+
+def _topics(member: MemberDetail) -> str:
+    topics = escape(", ".join(member.topics))
+    if member.lite_topics is None:
+        return topics
+    return f"{topics} " + _folded(f"lite topics: {len(member.lite_topics)}",
+                                  list(member.lite_topics))
 
 
 def _view_clients(member: MemberDetail) -> str:

@@ -7,6 +7,7 @@ from confluent_kafka import Producer
 
 from producers.simulator.clock import FastClock
 from producers.simulator.scenarios import SCENARIOS
+from streaming import jars
 from tests.integration.monitor_harness import RunningMonitor
 
 
@@ -37,14 +38,19 @@ def running_monitor_metrics_url(spark, kafka_bootstrap, make_topic, tmp_path):
 
 
 # A real RocketMQ cluster (tests/integration/rocketmq_cluster.py), once per version: 4.9.8 from
-# the kit ROCKETMQ_KIT names, 5.x from Maven Central's jars with tests/integration/rocketmq5_kit.
-# Each JVM is about 100 MB and 1-2 s to start: one module's tests share one cluster.
+# the kit ROCKETMQ_KIT names, each 5.x from Maven Central's jars with
+# tests/integration/rocketmq5_kit. Each JVM is about 100 MB and 1-2 s to start: one module's
+# tests share one cluster.
+ROCKETMQ_VERSIONS = ("4.9.8", *jars.ROCKETMQ5_VERSIONS)
 
-@pytest.fixture(scope="session", params=["4.9.8", "5"], ids=["rocketmq-4.9.8", "rocketmq-5"])
+
+@pytest.fixture(scope="session", params=ROCKETMQ_VERSIONS,
+                ids=[f"rocketmq-{version}" for version in ROCKETMQ_VERSIONS])
 def rocketmq_kit(request):
     from tests.integration.rocketmq_cluster import RocketMQKit
 
-    kit, reason = RocketMQKit.from_env() if request.param == "4.9.8" else RocketMQKit.from_maven()
+    kit, reason = (RocketMQKit.from_env() if request.param == "4.9.8"
+                   else RocketMQKit.from_maven(request.param))
     if kit is None:
         pytest.skip(reason)
     return kit

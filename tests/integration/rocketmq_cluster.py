@@ -81,23 +81,24 @@ class RocketMQKit:
         return cls(root), ""
 
     @classmethod
-    def from_maven(cls) -> tuple[RocketMQKit | None, str]:
-        """The 5.x kit: KIT5_ROOT's scripts on the jars scripts/fetch_jars.py rocketmq-5
-        fetched, with its two programs compiled against them; (None, why not) without them."""
-        found = jars.rocketmq5_jars()
+    def from_maven(cls, version: str) -> tuple[RocketMQKit | None, str]:
+        """The 5.x kit of `version`: KIT5_ROOT's scripts on the jars scripts/fetch_jars.py
+        rocketmq-<version> fetched, with its two programs compiled against them; (None, why
+        not) without them."""
+        found = jars.rocketmq5_jars(version)
         if not found:
-            return None, (f"no RocketMQ {jars.ROCKETMQ5_VERSION} jars in {jars.rocketmq5_dir()}: "
-                          "run `make jars` (or python scripts/fetch_jars.py rocketmq-5)")
+            return None, (f"no RocketMQ {version} jars in {jars.rocketmq5_dir(version)}: "
+                          f"run `make jars` (or python scripts/fetch_jars.py rocketmq-{version})")
         programs = compile_java(sorted((KIT5_ROOT / "programs").glob("*.java")), found,
-                                "rocketmq5-kit-programs", f"rocketmq-{jars.ROCKETMQ5_VERSION}")
-        env = {"RMQ5_JARS": str(jars.rocketmq5_dir()), "RMQ5_PROGRAMS": str(programs)}
+                                "rocketmq5-kit-programs", f"rocketmq-{version}")
+        env = {"RMQ5_JARS": str(jars.rocketmq5_dir(version)), "RMQ5_PROGRAMS": str(programs)}
         grpc = jars.rocketmq_grpc_client_jars()
         if grpc:
             env["RMQ5_GRPC_JARS"] = str(jars.rocketmq_grpc_client_dir())
             env["RMQ5_GRPC_PROGRAMS"] = str(compile_java(
                 sorted((KIT5_ROOT / "programs-grpc").glob("*.java")), grpc,
                 "rocketmq5-kit-grpc-programs", f"client-java-{jars.ROCKETMQ_GRPC_CLIENT_VERSION}"))
-        return cls(KIT5_ROOT, jars.ROCKETMQ5_VERSION, env), ""
+        return cls(KIT5_ROOT, version, env), ""
 
     def script(self, name: str) -> Path:
         return self.root / "bin" / name

@@ -313,6 +313,7 @@ def test_a_go_client_on_avg_is_inferred_as_avg_and_the_group_has_no_conflict(
                   tmp_path / "watch") as (monitor, bridge):
         scrape = monitor.wait_for(
             lambda m: group_value(m, "rebalance_group_members", group) == 3
+            and group_value(m, "rebalance_strategy_unknown_clients", group) == 0
             and group_value(m, "rebalance_allocation_mismatch_clients", group) == 0
             and group_value(m, "rebalance_holdings_pending_clients", group) == 0)
         assert [group_value(scrape, name, group, topic=topic) for name in (

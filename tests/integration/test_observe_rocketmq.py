@@ -87,8 +87,11 @@ def test_a_steady_group_is_kept_by_its_alive_events_without_full_heartbeats(
             return False
         return any(e["type"] == "alive" and e["ts"] > last_full + 2 * session_ms for e in sent)
 
+    # Holdings asked again every 5 s: a client that takes its retry queue after the bridge
+    # first asked it (seen on 5.5.0) is sent in full then, and the quiet window starts after.
     with watching(rocketmq_cluster.namesrv, group, spark, kafka_bootstrap, make_topic,
-                  tmp_path / "watch", "--keepalive-seconds", "2", events=events,
+                  tmp_path / "watch", "--keepalive-seconds", "2",
+                  "--running-info-refresh-seconds", "5", events=events,
                   session_timeout_ms=session_ms) as (monitor, _):
         sent = [json.loads(v) for v in read_values(kafka_bootstrap, events,
                                                     until=quiet_for_two_sessions, timeout=180)]
@@ -347,20 +350,24 @@ def test_pop_consumers_share_queues_by_design_and_their_readers_per_queue_are_sh
 
 @contextlib.contextmanager
 def grpc_consumers(kit, endpoint: str, group: str, topic: str, kinds, workdir: Path):
-    """Real gRPC consumers (rocketmq-clients' Java PushConsumer / SimpleConsumer) through the
-    proxy at endpoint, each started and printing STARTED before this yields."""
+    """Real gRPC consumers (rocketmq-clients' Java PushConsumer / SimpleConsumer, or a
+    LitePushConsumer: kind "lite:a,b" binds `topic` and subscribes lite topics a and b) through
+    the proxy at endpoint, each started and printing STARTED before this yields."""
     from tests.integration.rocketmq_cluster import stop_process_groups
 
     if "RMQ5_GRPC_JARS" not in kit.env:
         pytest.fail("no RocketMQ gRPC client jars: run `make jars` "
                     "(python scripts/fetch_jars.py rocketmq-grpc-client)")
-    logs = [workdir / f"grpc-{kind}-{i}" / "stdout.log" for i, kind in enumerate(kinds)]
+    logs = [workdir / f"grpc-{kind.split(':')[0]}-{i}" / "stdout.log"
+            for i, kind in enumerate(kinds)]
     processes = []
     try:
         for kind, log in zip(kinds, logs, strict=True):
             log.parent.mkdir(parents=True)
             with open(log, "w") as out:
-                processes.append(kit.spawn("grpc-consumer", [endpoint, group, topic, kind, "600"],
+                name, _, lite_topics = kind.partition(":")
+                processes.append(kit.spawn("grpc-consumer",
+                                           [endpoint, group, topic, name, "600", lite_topics],
                                            log.parent, stdout=out, stderr=subprocess.STDOUT))
         for log, process in zip(logs, processes, strict=True):
             def started(log=log, process=process) -> bool:
@@ -405,6 +412,64 @@ def test_grpc_clients_through_a_proxy_are_seen_with_proxy_and_never_owners(
                               what="the bridge counting the proxy's clients")
         assert own.value("rebalance_observer_calls_total", request="running_info",
                          outcome="code_3") is None   # gRPC clients are not asked
+
+
+LITE_BROKER_CONF = "enableLmq=true\nenableMultiDispatch=true"   # Lite mode's lite topics are LMQs
+
+
+def test_lite_consumers_are_shared_readers_never_a_double_nor_an_orphans_cause(
+        rocketmq_kit, rocketmq_cluster_factory, spark, kafka_bootstrap, make_topic, tmp_path):
+    """RocketMQ 5.5 Lite mode: two real LitePushConsumers of one group, bound to a parent topic
+    (message.type LITE), with lite topics of their own and one in common. Only the proxy lists
+    them (LITE_SELECTIVE); the monitor shows both as shared readers of the parent topic with the
+    lite topics each instance says it subscribes: no double, no orphan, no strategy finding, and
+    the events are all valid."""
+    if tuple(int(part) for part in rocketmq_kit.version.split(".")) < (5, 5):
+        pytest.skip("Lite mode (RIP-83) is RocketMQ 5.5's")
+    cluster = rocketmq_cluster_factory(["broker-a"], broker_extra_conf=LITE_BROKER_CONF)
+    proxy, endpoint = cluster.start_proxy()
+    parent, group = fresh("P-lite"), fresh("g-lite")
+    output = cluster.mqadmin("updateTopic", "-n", cluster.namesrv, "-c", cluster.CLUSTER_NAME,
+                             "-t", parent, "-r", "4", "-w", "4",
+                             "--attributes", "+message.type=LITE")
+    assert "success" in output, output
+    output = cluster.mqadmin("updateSubGroup", "-n", cluster.namesrv, "-c",
+                             cluster.CLUSTER_NAME, "-g", group,
+                             "--attributes", f"+lite.bind.topic={parent}")
+    assert "success" in output, output
+    events = make_topic()
+    with grpc_consumers(rocketmq_kit, endpoint, group, parent, ["lite:orders-1,orders-2",
+                                                                 "lite:orders-2,orders-3"],
+                        tmp_path) as processes, \
+            watching(cluster.namesrv, group, spark, kafka_bootstrap, make_topic,
+                     tmp_path / "watch", "--proxy", proxy, events=events) as (monitor, bridge):
+        logs = [(tmp_path / f"grpc-lite-{i}" / "stdout.log").read_text() for i in range(2)]
+        assert [line for log in logs for line in log.splitlines()
+                if line.startswith("LITE ")] == ["LITE topics=orders-1,orders-2",
+                                                 "LITE topics=orders-2,orders-3"], logs
+        scrape = monitor.wait_for(lambda m: group_value(m, "rebalance_group_members", group) == 2)
+        # What each instance says it subscribes, as the monitor shows each member's.
+        said = sorted(tuple(line.removeprefix("LITE topics=").split(","))
+                      for log in logs for line in log.splitlines() if line.startswith("LITE "))
+
+        def shown() -> list | None:
+            members = monitor.group(SYSTEM, group)["detail"]["members"]
+            return members if sorted(tuple(m["lite_topics"] or ()) for m in members) == said \
+                else None
+
+        members = wait_until(shown, 60, "each lite consumer's lite topics on the group API")
+        for name in ("rebalance_double_assigned_queues", "rebalance_orphaned_queues"):
+            assert not any(scrape.series(name, system=SYSTEM, group=group).values()), name
+        for name in ("rebalance_strategy_unknown_clients", "rebalance_allocation_mismatch_clients",
+                     "rebalance_strategy_inconsistent"):
+            assert group_value(scrape, name, group) == 0, name
+        assert [(m["topics"], m["shared"]) for m in members] == [([parent], True)] * 2, members
+        written = [json.loads(value) for value in read_values(
+            kafka_bootstrap, events, until=lambda values: len(values) >= 2)]
+        beats = [e for e in written if e.get("type") == "heartbeat" and e.get("group") == group]
+        assert beats and {(b["shared_reason"], b["message_model"]) for b in beats} == {
+            ("lite", "CLUSTERING")}, beats[:3]
+        assert all(p.poll() is None for p in processes)
 
 
 def test_a_paused_broker_is_counted_and_waited_out_without_losing_the_members(

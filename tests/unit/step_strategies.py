@@ -44,6 +44,9 @@ def rocketmq_event(draw, ts: int) -> dict:
     if draw(st.integers(0, 5)) == 0:       # a POP reader: shares queues by design
         event["shared"] = True
         event.setdefault("owned", [["T1", "a", q] for q in range(draw(st.integers(0, 3)))])
+    elif draw(st.integers(0, 9)) == 0:     # a 5.5 lite consumer: its parent topic's reader
+        event["shared"] = True
+        event["lite_topics"] = draw(st.lists(st.sampled_from(["L1", "L2", "L3"]), unique=True))
     if "owned" in event and draw(st.booleans()):   # holdings asked earlier (observe-rocketmq)
         event["owned_ts"] = ts - draw(st.sampled_from([0, 100, 2_000]))
     if draw(st.integers(0, 7)) == 0:       # clientRebalance=false: what each broker answers

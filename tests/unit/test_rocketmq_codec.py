@@ -276,3 +276,20 @@ def test_admin_asks_what_a_broker_assigns_and_reads_its_answer():
     assert admin.query_assignment("b:10911", "V", "g", "c1", "AVG") == ()
     with pytest.raises(MalformedBody):
         admin.query_assignment("b:10911", "W", "g", "c1", "AVG")
+
+
+def test_a_lite_consumers_topics_are_asked_by_parent_topic_group_and_client():
+    """GET_LITE_CLIENT_INFO (5.5): the broker keeps lite topics as LMQs, %LMQ%$parent$name."""
+    sent = []
+
+    class Broker:
+        def call(self, address, code, fields=None, body=b"", timeout_s=5.0):
+            sent.append((code, fields))
+            return Command(code=0, opaque=1, flag=RESPONSE_FLAG, body=(
+                b'{"clientId":"c1","group":"g","lastAccessTime":1,"liteTopicCount":2,'
+                b'"liteTopicSet":["%LMQ%$P$orders-2","%LMQ%$P$orders-1"],"parentTopic":"P"}'))
+
+    admin = RocketMQAdmin(Broker(), ["n:9876"])
+    assert admin.lite_topics("b:10911", "P", "g", "c1") == ("orders-1", "orders-2")
+    assert sent == [(200077, {"parentTopic": "P", "group": "g", "clientId": "c1",
+                              "maxCount": "10000"})]

@@ -45,6 +45,9 @@ class FakeAdmin:
         self.proxy_addresses = {"p:8080"}
         self.unreachable = {}                    # client_id -> the dead channel its broker names
         self.proxied = {}                        # (proxy address, group) -> gRPC clients
+        self.proxy_model = "CLUSTERING"          # LITE_SELECTIVE: a 5.5 proxy's lite group
+        self.lite = {}                           # (parent topic, group, client_id) -> lite topics
+        self.lite_calls = []
         self.assigns = {}                        # (broker, topic, client_id) -> its answer
         self.assignment_calls = []
 
@@ -68,7 +71,12 @@ class FakeAdmin:
             raise AdminError(CONSUMER_NOT_ONLINE, "not online")
         return ConsumerConnections(tuple(Connection(c, a, self.language.get(c, "JAVA"), 409)
                                          for c, a in listed),
-                                   self.topics, "CLUSTERING", self.consume_type)
+                                   self.topics, self.proxy_model if address in
+                                   self.proxy_addresses else "CLUSTERING", self.consume_type)
+
+    def lite_topics(self, address, parent_topic, group, client_id):
+        self.lite_calls.append((self._broker(address), parent_topic, client_id))
+        return self.lite[(parent_topic, group, client_id)]
 
     def running_info(self, address, group, client_id):
         self._broker(address)
@@ -317,6 +325,30 @@ def test_grpc_clients_a_proxy_lists_are_shared_readers_whose_holdings_are_not_as
     assert "broker" not in grpc and "owned" not in grpc and beats["java-1"]["broker"] == "broker-a"
     assert admin.running_info_calls == ["java-1"]
     assert not isinstance(parse_event(json.dumps(grpc)), Invalid)
+
+
+def test_lite_consumers_a_proxy_lists_are_shared_readers_in_a_valid_event():
+    """RocketMQ 5.5: a proxy lists a LitePushConsumer's group with message model LITE_SELECTIVE,
+    which the contract has no word for: the member is a shared reader (`lite`), CLUSTERING."""
+    admin = FakeAdmin()
+    admin.topics = ("P",)
+    admin.routes["P"] = {"broker-a": 4, "broker-b": 4}
+    admin.proxied = {("p:8080", "g"): [("vm@1@0@x", "h:7"), ("vm@2@0@y", "h:8")]}
+    admin.proxy_model = "LITE_SELECTIVE"
+    admin.lite = {("P", "g", "vm@1@0@x"): ("a", "b"), ("P", "g", "vm@2@0@y"): ("b",)}
+    watcher, clock = observer(admin, proxies=("p:8080",))
+    beats = of_type(watcher.poll(), "heartbeat")
+    assert [(b["client_id"], b["shared"], b["shared_reason"], b["message_model"], b["topics"],
+             b["lite_topics"]) for b in beats] == [
+        ("vm@1@0@x", True, "lite", "CLUSTERING", ["P"], ["a", "b"]),
+        ("vm@2@0@y", True, "lite", "CLUSTERING", ["P"], ["b"])]
+    assert not any(isinstance(parse_event(json.dumps(b)), Invalid) for b in beats)
+    assert admin.running_info_calls == []
+    # Asked of one master of the parent topic; kept until the refresh is due.
+    assert admin.lite_calls == [("broker-a", "P", "vm@1@0@x"), ("broker-a", "P", "vm@2@0@y")]
+    clock.now += 1
+    watcher.poll()
+    assert len(admin.lite_calls) == 2
 
 
 def test_a_connection_the_broker_cannot_reach_is_left_out_until_it_is_no_longer_listed():

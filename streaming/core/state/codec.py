@@ -253,6 +253,9 @@ def _state_out(state: GroupState) -> JsonObject:
         **({"ot": {index[k]: state.members[k].owned_ts for k in keys
                    if state.members[k].owned_ts is not None}}
            if any(m.owned_ts is not None for m in state.members.values()) else {}),
+        **({"lt": {index[k]: state.members[k].lite_topics for k in keys
+                   if state.members[k].lite_topics is not None}}
+           if any(m.lite_topics is not None for m in state.members.values()) else {}),
         **({"sb": {index[k]: [state.members[k].strategy_basis,
                               state.members[k].strategy_candidates] for k in keys
                    if state.members[k].strategy_basis != "reported"}}
@@ -279,6 +282,8 @@ def _state_in(data: JsonObject) -> GroupState:
     state.route_changed = dict(data.get("rc", {}))
     for index, owned_ts in data.get("ot", {}).items():
         members[int(index)].owned_ts = owned_ts
+    for index, lite_topics in data.get("lt", {}).items():
+        members[int(index)].lite_topics = tuple(lite_topics)
     for index, (basis, candidates) in data.get("sb", {}).items():
         member = members[int(index)]
         member.strategy_basis = basis
@@ -396,7 +401,7 @@ def _event_in(data: JsonObject) -> Event:
     cls = EVENT_CLASSES[str(values.pop("type"))]
     if cls is Unregister:           # a blob of the flat Event kept every type's defaults
         values.pop("topics", None)
-    for name in ("topics", "view_clients", "strategy_candidates"):
+    for name in ("topics", "view_clients", "strategy_candidates", "lite_topics"):
         if values.get(name) is not None:
             values[name] = tuple(values[name])
     if "members" in values:

@@ -105,6 +105,7 @@ class Heartbeat(_Every):
     strategy_candidates: tuple[str, ...] | None = None     # with "assumed": what its holdings allow
     message_model: str = "CLUSTERING"
     shared: bool = False
+    lite_topics: tuple[str, ...] | None = None  # RocketMQ 5.5: a lite consumer's lite topics
     address: str | None = None
     broker: str | None = None
     view_clients: tuple[str, ...] | None = None
@@ -371,6 +372,8 @@ def _heartbeat(obj: Mapping[str, JsonValue], system: str) -> dict[str, Any]:
                                    for s in _list(obj, "strategy_candidates") or ())
                              if basis == "assumed" and "strategy_candidates" in obj else None),
         message_model=model, shared=shared, address=_str(obj, "address"),
+        lite_topics=None if (lite := _list(obj, "lite_topics")) is None
+        else tuple(sorted({_name(t, "lite_topics[]") for t in lite})),
         broker=_str(obj, "broker"), view_clients=view_clients, view_queues=view_queues,
         owned=_owned(obj.get("owned"), system),
         owned_ts=None if obj.get("owned_ts") is None else _int(obj["owned_ts"], "owned_ts", 0,

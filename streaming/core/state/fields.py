@@ -140,6 +140,12 @@ FIELDS: tuple[ContractField, ...] = (
     ContractField("pop", HEARTBEAT, "boolean", "no", "the older name of `shared`",
                   {"type": "boolean"}, True, "shared"),
     ContractField(
+        "lite_topics", HEARTBEAT, "list of strings", "no",
+        "RocketMQ 5.5 Lite mode: the lite topics a LitePushConsumer subscribes under its "
+        "parent topic (`topics`), as the broker holds them. Shown on the member; a lite "
+        "consumer is a `shared` reader, never a conflict", NAMES, ["orders-1", "orders-2"],
+        "lite_topics"),
+    ContractField(
         "address", MEMBER, "string", "no",
         "the connection's `host:port`. A member is a process: (client_id, address). Two "
         "addresses with one client_id are two members. Send it on every heartbeat or on none. "
@@ -235,7 +241,8 @@ FIELDS: tuple[ContractField, ...] = (
     *(ContractField(name, HEARTBEAT, kind, "no", doc, {"type": kind}, sample, read=False)
       for name, kind, doc, sample in (
           ("shared_reason", "string", "observe-rocketmq: why a member is `shared` (`pop`, "
-           "`grpc_proxy`); for people, not read by the job", "pop"),
+           "`grpc_proxy`, `lite`: a RocketMQ 5.5 LitePushConsumer); for people, not read by "
+           "the job", "pop"),
           ("owned_unknown", "boolean", "observe-rocketmq: the process's holdings could not be "
            "asked (a second process of one clientId); for people, not read by the job", True),
           ("assigned_by", "string", "observe-rocketmq: a broker allocates for the client "

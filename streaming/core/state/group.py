@@ -57,6 +57,7 @@ class Member:
     strategy_candidates: tuple[str, ...] | None = None
     model: str = "CLUSTERING"
     shared: bool = False
+    lite_topics: tuple[str, ...] | None = None
     view_clients: tuple[str, ...] | None = None
     view_queues: dict[str, tuple[Queue2, ...]] | None = None
     owned: tuple[Owned, ...] | None = None
@@ -92,7 +93,8 @@ class Member:
 FACTS: tuple[tuple[str, str], ...] = (
     ("topics", "topics"), ("strategy", "strategy"), ("params", "strategy_params"),
     ("strategy_basis", "strategy_basis"), ("strategy_candidates", "strategy_candidates"),
-    ("model", "message_model"), ("shared", "shared"), ("view_clients", "view_clients"),
+    ("model", "message_model"), ("shared", "shared"), ("lite_topics", "lite_topics"),
+    ("view_clients", "view_clients"),
     ("view_queues", "view_queues"), ("owned", "owned"), ("owned_ts", "owned_ts"),
     ("generation", "generation"), ("instance_id", "group_instance_id"),
     ("protocol", "protocol"), ("broker_assignments", "broker_assignments"))
