@@ -472,6 +472,7 @@ def test_lite_consumers_are_shared_readers_never_a_double_nor_an_orphans_cause(
         assert all(p.poll() is None for p in processes)
 
 
+@pytest.mark.one_5x
 def test_a_paused_broker_is_counted_and_waited_out_without_losing_the_members(
         rocketmq_kit, rocketmq_cluster_factory, real_consumer, spark, kafka_bootstrap, make_topic,
         tmp_path):
