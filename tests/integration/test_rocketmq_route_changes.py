@@ -102,7 +102,6 @@ def follow(monitor, truth: Truth, queues: set, what: str, timeout: float = 300.0
     return time.monotonic() - truth.last_move()
 
 
-@pytest.mark.one_5x
 def test_a_scale_out_and_a_lost_broker_are_followed_as_the_clients_move(
         rocketmq_kit, rocketmq_cluster_factory, real_consumer, spark, kafka_bootstrap,
         make_topic, tmp_path):
