@@ -73,6 +73,11 @@ def _counted(holding: list[frozenset], queues: set) -> tuple[int, int]:
 
 
 def follow(monitor, truth: Truth, queues: set, what: str, timeout: float = 300.0) -> float:
+    watched = [(name, {"topic": truth.topic}) for name in (
+        "rebalance_double_assigned_queues", "rebalance_orphaned_queues",
+        "rebalance_group_queues")] + [(name, {}) for name in (
+        "rebalance_allocation_mismatch_clients", "rebalance_holdings_pending_clients",
+        "rebalance_group_members")]
     """Until the real clients hold every queue once and the monitor agrees with all of them;
     checks on the way that the monitor's doubles and orphans were real. The seconds from the
     last real move to the monitor's agreement."""
@@ -97,8 +102,14 @@ def follow(monitor, truth: Truth, queues: set, what: str, timeout: float = 300.0
                        and group_value(scrape, "rebalance_holdings_pending_clients", group) == 0)
         return agreed
 
-    wait_until(agreement, timeout, f"{what}: agreement", interval=0.25,
-               details=lambda: f"real {truth.sample(queues)}")
+    def shown() -> str:
+        scrape = monitor.scrape()
+        return f"real {truth.sample(queues)}; monitor " + str({
+            group: {name.removeprefix("rebalance_"): group_value(scrape, name, group, **labels)
+                    for name, labels in watched}
+            for group in truth.consumers})
+
+    wait_until(agreement, timeout, f"{what}: agreement", interval=0.25, details=shown)
     return time.monotonic() - truth.last_move()
 
 
