@@ -394,8 +394,9 @@ def _guessed(active: list[Member],
              behind: Mapping[MemberKey, tuple[str, ...]]) -> dict[MemberKey, tuple[str, ...]]:
     """Members whose strategy is a guess: the topics on which their claims are the re-run's
     (every topic without `owned`; else those whose holdings predate a route change)."""
-    return {m.key: m.topics if m.owned is None else behind.get(m.key, ())
-            for m in active if m.strategy_basis == "assumed"}
+    guessed = {m.key: m.topics if m.owned is None else behind.get(m.key, ())
+               for m in active if m.strategy_basis == "assumed"}
+    return {key: topics for key, topics in guessed.items() if topics}
 
 
 def _strategies_unknown(active: list[Member]) -> list[Finding]:
