@@ -277,6 +277,38 @@ def route_events(result: PollResult, members: Iterable[Member]) -> list[dict]:
     return found
 
 
+def unsettled_groups(members: Iterable[Member], holdings: Mapping[tuple[str, str], Holdings],
+                     routes: Mapping[str, Mapping[str, int] | None]) -> frozenset[str]:
+    """Clustering groups whose clients' last reported holdings do not hold each readable queue
+    of their topics exactly once: a client asked in the middle of a rebalance, or a real fault.
+    A group with a client not (yet) asked, or one that does not allocate for itself, is left out."""
+    by_group: dict[str, dict[str, Member]] = defaultdict(dict)
+    for member in members:
+        by_group[member.group].setdefault(member.client_id, member)
+    return frozenset(group for group, clients in by_group.items()
+                     if _misheld([holdings.get((group, c)) for c in clients],
+                                 [m.listing for m in clients.values()], routes))
+
+
+def _misheld(known: list[Holdings | None], listings: list[Listing],
+             routes: Mapping[str, Mapping[str, int] | None]) -> bool:
+    reported = [h for h in known if h is not None and h.client_rebalance and not h.pop_topics]
+    if len(reported) < len(known) or any(
+            listing.message_model != "CLUSTERING" or listing.consume_type == "CONSUME_POP"
+            for listing in listings):
+        return False
+    held: dict[tuple[str, str, int], int] = defaultdict(int)
+    for holding in reported:
+        for queue in holding.owned:
+            held[queue] += 1
+    if any(count > 1 for count in held.values()):
+        return True
+    topics = {topic for holding in reported for topic in holding.topics}
+    return any((topic, broker, queue) not in held
+               for topic in topics for broker, count in (routes.get(topic) or {}).items()
+               for queue in range(count))
+
+
 def unregisters(gone: Iterable[tuple[str, str, str]], ts_ms: int) -> list[dict]:
     """(group, client_id, address) of processes no broker lists any more."""
     return [events.unregister(ts_ms, group, client_id, system=SYSTEM, address=address)

@@ -40,6 +40,7 @@ from producers.rocketmq.bridge import (
     route_events,
     strategy_name,
     unregisters,
+    unsettled_groups,
 )
 from producers.rocketmq.connections import ConnectionLiveness
 from producers.rocketmq.frames import CONSUMER_NOT_ONLINE, TOPIC_NOT_EXIST
@@ -78,6 +79,10 @@ class ObserverOptions:
     # within 30 s (pollNameServerInterval) and move at their next rebalance (20 s): ask the
     # clients of the topic every poll for this long.
     route_settle_s: float = 80.0
+    # A group whose clients' reported holdings do not hold each queue once: ask again after
+    # the clients' next rebalance (20 s) until they do, so that holdings caught in the middle
+    # of one are not shown until the refresh.
+    unsettled_refresh_s: float = 20.0
     keepalive_s: float = 30.0
     restate_s: float = 600.0
     concurrency: int = 8
@@ -119,6 +124,7 @@ class RocketMQObserver:
         self._asked: dict[tuple[str, str], _Asked] = {}
         self._signatures: dict[str, frozenset] = {}
         self._changed_at: dict[str, float] = {}
+        self._unsettled: frozenset[str] = frozenset()   # as of the last poll's holdings
         self._routes_seen: dict[str, dict[str, int] | None] = {}
         self._connections = ConnectionLiveness()
         self._route_changed_at: dict[str, float] = {}
@@ -148,6 +154,7 @@ class RocketMQObserver:
         topics = {t for m in members for t in self._topics_of(m, holdings)}
         routes = self._routes(topics)
         self._note_routes(routes, now, ts_ms)
+        self._unsettled = unsettled_groups(members, holdings, routes)
         result = PollResult(ts_ms, tuple(listings), frozenset(listed), holdings, routes,
                             frozenset(pop), self._holdings_ms(),
                             self._lite_topics(members, masters, routes, now))
@@ -239,7 +246,7 @@ class RocketMQObserver:
             if not member.listing.via_proxy:   # a proxy answers running info "not supported"
                 via.setdefault((member.group, member.client_id), member.broker)
         chosen = sorted(via, key=lambda key: self._need(key, now))[:self._options.running_info_budget]
-        chosen = [key for key in chosen if self._need(key, now)[0] < 3]
+        chosen = [key for key in chosen if self._need(key, now)[0] < 4]
         asked_ms = self._wall_ms()
         jobs = {key: self._pool.submit(self._call, "running_info", via[key], self._running_info,
                                        via[key], masters[via[key]], *key)
@@ -317,7 +324,8 @@ class RocketMQObserver:
 
     def _need(self, key: tuple[str, str], now: float) -> tuple[int, float]:
         """(priority, age): 0 never asked, 1 its group's membership changed since (or is
-        settling), 2 older than the refresh, 3 not needed."""
+        settling) or a route of its topics moved, 2 its group's holdings do not hold each queue
+        once and it was asked a rebalance ago, 3 older than the refresh, 4 not needed."""
         asked = self._asked.get(key)
         if asked is None:
             return 0, 0.0
@@ -327,9 +335,11 @@ class RocketMQObserver:
                 or now - self._changed_at.get(group, float("-inf")) < self._options.settle_s
                 or self._route_moved(asked, now)):
             return 1, -age
-        if age >= self._options.running_info_refresh_s:
+        if group in self._unsettled and age >= self._options.unsettled_refresh_s:
             return 2, -age
-        return 3, -age
+        if age >= self._options.running_info_refresh_s:
+            return 3, -age
+        return 4, -age
 
     def _route_moved(self, asked: _Asked, now: float) -> bool:
         """A topic of the client's changed its route since it was asked, or lately."""

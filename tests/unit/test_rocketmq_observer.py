@@ -14,7 +14,13 @@ from producers.rocketmq.admin import (
     SubscriptionGroup,
     TopicRoute,
 )
-from producers.rocketmq.bridge import AssumedStrategies
+from producers.rocketmq.bridge import (
+    AssumedStrategies,
+    Holdings,
+    Listing,
+    members_of,
+    unsettled_groups,
+)
 from producers.rocketmq.frames import CONSUMER_NOT_ONLINE, TOPIC_NOT_EXIST
 from producers.rocketmq.observer import ObserverOptions, RocketMQObserver
 from producers.rocketmq.remoting import RemotingTimeout
@@ -218,7 +224,8 @@ def test_a_silent_broker_keeps_the_groups_it_named_last_so_their_listings_are_st
 def test_after_a_route_change_the_topics_clients_are_asked_again_at_the_next_poll():
     admin = FakeAdmin()
     admin.members = {("broker-a", "g"): [("c1", "h:1")]}
-    admin.holds = {"c1": [("T", "broker-a", q) for q in range(4)]}
+    admin.holds = {"c1": [("%RETRY%g", "broker-a", 0)] + [
+        ("T", broker, q) for broker in ("broker-a", "broker-b") for q in range(4)]}
     watcher, clock = observer(admin, settle_s=0.0, keepalive_s=1000)
     (first,) = of_type(watcher.poll(), "heartbeat")
     clock.now += 10
@@ -231,12 +238,71 @@ def test_after_a_route_change_the_topics_clients_are_asked_again_at_the_next_pol
     (beat,) = of_type(watcher.poll(), "heartbeat")  # asked again: same holdings, sent at once
     assert len(admin.running_info_calls) == 2
     assert beat["owned"] == first["owned"] and beat["owned_ts"] > route["ts"] > first["owned_ts"]
+    admin.holds["c1"] += [("T", "broker-a", q) for q in range(4, 8)]   # the client moves
     clock.now += 10
-    assert of_type(watcher.poll(), "heartbeat") == []   # asked while clients settle, unchanged
-    assert len(admin.running_info_calls) == 3
+    (moved,) = of_type(watcher.poll(), "heartbeat")   # asked while clients settle
+    assert len(admin.running_info_calls) == 3 and len(moved["owned"]) == len(beat["owned"]) + 4
     clock.now += 90
     watcher.poll()
     assert len(admin.running_info_calls) == 3           # settled again: not asked
+
+
+def test_holdings_caught_in_the_middle_of_a_rebalance_are_asked_again_after_the_next_one():
+    admin = FakeAdmin()
+    admin.members = {("broker-a", "g"): [("c1", "h:1"), ("c2", "h:2")]}
+    every = [("T", broker, q) for broker in ("broker-a", "broker-b") for q in range(4)]
+    admin.holds = {"c1": [("%RETRY%g", "broker-a", 0)] + every[:4], "c2": every[4:7]}
+    watcher, clock = observer(admin, settle_s=0.0, keepalive_s=1000)
+    watcher.poll()
+    assert len(admin.running_info_calls) == 2
+    clock.now += 10
+    watcher.poll()                   # ("T", "broker-b", 3) held by nobody, but asked 10 s ago
+    assert len(admin.running_info_calls) == 2
+    admin.holds["c2"] = every[4:]    # c2's next rebalance takes it
+    clock.now += 10
+    beats = of_type(watcher.poll(), "heartbeat")   # a rebalance after: both asked again
+    assert sorted(admin.running_info_calls) == ["c1", "c1", "c2", "c2"]
+    assert [(b["client_id"], len(b["owned"])) for b in beats] == [("c2", 4)]
+    for _ in range(10):              # each queue held once: asked at the refresh only
+        clock.now += 10
+        watcher.poll()
+    assert len(admin.running_info_calls) == 4
+    admin.holds["c1"] = admin.holds["c1"] + every[4:5]   # a double, real or caught mid-way
+    clock.now += 30
+    watcher.poll()                   # the refresh finds it
+    clock.now += 10
+    watcher.poll()
+    assert len(admin.running_info_calls) == 6
+    clock.now += 10
+    watcher.poll()                   # and asks again a rebalance after, while it lasts
+    assert len(admin.running_info_calls) == 8
+
+
+def _group(model="CLUSTERING", consume_type="CONSUME_PASSIVELY"):
+    return members_of([Listing("g", "broker-a", c, f"h:{i}", ("T",), model, consume_type)
+                       for i, c in enumerate(("c1", "c2"))])
+
+
+HALF = tuple(("T", "broker-a", q) for q in range(2))
+ROUTES = {"T": {"broker-a": 4}}
+
+
+@pytest.mark.parametrize("members, holdings, unsettled", [
+    (_group(), {"c1": Holdings(HALF, ("T",)), "c2": Holdings(HALF, ("T",))}, True),  # doubles
+    (_group(), {"c1": Holdings(HALF, ("T",)), "c2": Holdings((), ("T",))}, True),    # orphans
+    (_group(), {"c1": Holdings(HALF, ("T",)),
+                "c2": Holdings(tuple(("T", "broker-a", q) for q in (2, 3)), ("T",))}, False),
+    (_group(), {"c1": Holdings(HALF, ("T",))}, False),                 # c2 not asked yet
+    (_group("BROADCASTING"), {"c1": Holdings(HALF, ("T",)), "c2": Holdings(HALF, ("T",))}, False),
+    (_group(consume_type="CONSUME_POP"), {"c1": Holdings((), ("T",)),
+                                          "c2": Holdings((), ("T",))}, False),
+    (_group(), {"c1": Holdings(HALF, ("T",)),
+                "c2": Holdings((), ("T",), client_rebalance=False)}, False),  # the broker's
+], ids=["double", "orphan", "each-once", "not-asked", "broadcast", "pop", "server-side"])
+def test_a_group_is_unsettled_while_its_reported_holdings_miss_or_double_a_queue(
+        members, holdings, unsettled):
+    known = {("g", client): held for client, held in holdings.items()}
+    assert (unsettled_groups(members, known, ROUTES) == {"g"}) is unsettled
 
 
 def test_running_info_calls_are_bounded_per_poll_and_go_to_the_never_asked_first():
