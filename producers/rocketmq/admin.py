@@ -59,6 +59,14 @@ class MalformedBody(Exception):
     cause = "malformed_body"
 
 
+class NoRunningInfo(MalformedBody):
+    """A client answered running info with success but without its queue table: nothing is
+    known of what it holds. rocketmq-client-go 2.1.2 does so once it has consumed (a rate of
+    0/0 in its statistics, which Go's JSON encoder refuses), with the error as its remark."""
+
+    cause = "no_running_info"
+
+
 @dataclass(frozen=True)
 class SubscriptionGroup:
     name: str
@@ -159,9 +167,13 @@ class RocketMQAdmin:
                                    str(body.get("consumeType") or "CONSUME_PASSIVELY"))
 
     def running_info(self, broker: str, group: str, client_id: str) -> RunningInfo:
-        body = self._ask(broker, GET_CONSUMER_RUNNING_INFO,
-                         {"consumerGroup": group, "clientId": client_id, "jstackEnable": "false"},
-                         timeout_s=RUNNING_INFO_TIMEOUT_S)
+        body, remark = self._answer(
+            broker, GET_CONSUMER_RUNNING_INFO,
+            {"consumerGroup": group, "clientId": client_id, "jstackEnable": "false"},
+            timeout_s=RUNNING_INFO_TIMEOUT_S)
+        if "mqTable" not in body:   # present but empty, `"mqTable":}`, is the C++ client's
+            raise NoRunningInfo(f"running info of {client_id} without its queue table"
+                                + (f": {remark}" if remark else ""))
         owned, popping = _held(body, "mqTable"), _held(body, "mqPopTable")
         pop_topics = sorted({topic for topic, _, _ in popping})
         topics = sorted({str(s["topic"]) for s in _list(body, "subscriptionSet")
@@ -242,19 +254,24 @@ class RocketMQAdmin:
 
     def _ask(self, address: str, code: int, fields: dict, timeout_s: float | None = None,
              body: bytes = b"") -> dict:
+        return self._answer(address, code, fields, timeout_s, body)[0]
+
+    def _answer(self, address: str, code: int, fields: dict, timeout_s: float | None = None,
+                body: bytes = b"") -> tuple[dict, str]:
+        """(the body, {} if none; the remark)."""
         response = self._client.call(address, code, fields, body,
                                      timeout_s=timeout_s or self._timeout_s)
         if response.code != SUCCESS:
             raise AdminError(response.code, response.remark)
         if not response.body:
-            return {}
+            return {}, response.remark or ""
         try:
-            body = fastjson.loads(response.body)
+            parsed = fastjson.loads(response.body)
         except (ValueError, UnicodeDecodeError) as exc:
             raise MalformedBody(str(exc)) from exc
-        if not isinstance(body, dict):
-            raise MalformedBody(f"a {type(body).__name__} body, not an object")
-        return body
+        if not isinstance(parsed, dict):
+            raise MalformedBody(f"a {type(parsed).__name__} body, not an object")
+        return parsed, response.remark or ""
 
 
 def _held(body: Mapping, table: str) -> tuple[tuple[str, str, int], ...]:

@@ -103,7 +103,7 @@ class ObserverOptions:
 
 @dataclass
 class _Asked:
-    holdings: Holdings
+    holdings: Holdings | None   # None: no answer since the holdings it gave grew stale
     at: float
     signature: frozenset
     at_ms: int = 0           # wall time of the request: the holdings are at least this fresh
@@ -252,6 +252,7 @@ class RocketMQObserver:
                                        via[key], masters[via[key]], *key)
                 for key in chosen if via[key] in masters}
         infos = {key: info for key, job in jobs.items() if (info := job.result()) is not None}
+        self._forget_stale(set(jobs) - set(infos), now)
         answers = self._broker_answers(infos, masters)
         for (group, client_id), info in infos.items():
             self._asked[(group, client_id)] = _Asked(
@@ -259,7 +260,19 @@ class RocketMQObserver:
                          info.pop_topics, info.popping, answers.get((group, client_id))), now,
                 self._signatures.get(group, frozenset()),
                 asked_ms)
-        return {key: asked.holdings for key, asked in self._asked.items()}
+        return {key: asked.holdings for key, asked in self._asked.items()
+                if asked.holdings is not None}
+
+    def _forget_stale(self, unanswered: set[tuple[str, str]], now: float) -> None:
+        """A client that did not answer keeps the holdings it last gave for a rebalance
+        interval past the refresh (asked again at each poll meanwhile); older, they are no
+        longer taken as what it holds (its events carry no `owned`), and it is asked again a
+        rebalance interval later, and so on."""
+        grace = self._options.running_info_refresh_s + self._options.unsettled_refresh_s
+        for key in unanswered:
+            asked = self._asked.get(key)
+            if asked is None or asked.holdings is None or now - asked.at >= grace:
+                self._asked[key] = _Asked(None, now, self._signatures.get(key[0], frozenset()))
 
     def _broker_answers(self, infos, masters) -> dict[tuple[str, str], dict]:
         """For each clientRebalance=false client just asked: what every master would assign it
@@ -324,8 +337,9 @@ class RocketMQObserver:
 
     def _need(self, key: tuple[str, str], now: float) -> tuple[int, float]:
         """(priority, age): 0 never asked, 1 its group's membership changed since (or is
-        settling) or a route of its topics moved, 2 its group's holdings do not hold each queue
-        once and it was asked a rebalance ago, 3 older than the refresh, 4 not needed."""
+        settling) or a route of its topics moved, 2 asked a rebalance ago and its group's holdings
+        do not hold each queue once, or its own are not known, 3 older than the refresh, 4 not
+        needed."""
         asked = self._asked.get(key)
         if asked is None:
             return 0, 0.0
@@ -335,7 +349,8 @@ class RocketMQObserver:
                 or now - self._changed_at.get(group, float("-inf")) < self._options.settle_s
                 or self._route_moved(asked, now)):
             return 1, -age
-        if group in self._unsettled and age >= self._options.unsettled_refresh_s:
+        if ((group in self._unsettled or asked.holdings is None)
+                and age >= self._options.unsettled_refresh_s):
             return 2, -age
         if age >= self._options.running_info_refresh_s:
             return 3, -age
@@ -343,6 +358,8 @@ class RocketMQObserver:
 
     def _route_moved(self, asked: _Asked, now: float) -> bool:
         """A topic of the client's changed its route since it was asked, or lately."""
+        if asked.holdings is None:
+            return False
         changes = [self._route_changed_at.get(t) for t in asked.holdings.topics]
         return any(at is not None and (at >= asked.at or now - at < self._options.route_settle_s)
                    for at in changes)
@@ -356,7 +373,8 @@ class RocketMQObserver:
             self._routes_seen[topic] = readable
 
     def _holdings_ms(self) -> dict[tuple[str, str], int]:
-        return {key: asked.at_ms for key, asked in self._asked.items()}
+        return {key: asked.at_ms for key, asked in self._asked.items()
+                if asked.holdings is not None}
 
     def _routes(self, topics: Iterable[str]) -> dict[str, dict[str, int] | None]:
         jobs = {topic: self._pool.submit(self._call, "topic_route", "namesrv",

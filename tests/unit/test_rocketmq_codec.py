@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from producers.rocketmq import fastjson
-from producers.rocketmq.admin import MalformedBody, RocketMQAdmin
+from producers.rocketmq.admin import MalformedBody, NoRunningInfo, RocketMQAdmin
 from producers.rocketmq.frames import (
     JSON,
     LANGUAGES,
@@ -247,6 +247,30 @@ def test_admin_parses_a_captured_running_info():
                           *(("T8", "broker-a", i) for i in range(4)))
     assert info.strategy_class == "AllocateMessageQueueAveragely"
     assert info.topics == ("%RETRY%g1", "T8")
+
+
+@pytest.mark.parametrize("body, remark, owned", [
+    # rocketmq-client-go 2.1.2 once it has consumed: success, no body, the encoder's error.
+    (b"", "json marshal error: json: unsupported value: NaN", None),
+    (b'{"properties":{},"subscriptionSet":[]}', None, None),
+    # The C++ client's empty table, `"mqTable":}`: an answer, holding nothing.
+    (b'{"mqTable":},"jstack":"","properties":{}}', None, ()),
+], ids=["go-nan", "no-table", "cpp-empty"])
+def test_a_running_info_without_its_queue_table_is_no_answer_of_what_the_client_holds(
+        body, remark, owned):
+    class Client:
+        def call(self, address, code, fields=None, body_=b"", timeout_s=5.0):
+            return Command(code=0, opaque=1, flag=RESPONSE_FLAG, remark=remark, body=body)
+
+    admin = RocketMQAdmin(Client(), ["n:9876"])
+    if owned is not None:
+        assert admin.running_info("b:10911", "g", "c").owned == owned
+        return
+    with pytest.raises(NoRunningInfo) as raised:
+        admin.running_info("b:10911", "g", "c")
+    assert raised.value.cause == "no_running_info"
+    assert str(raised.value) == "running info of c without its queue table" + (
+        f": {remark}" if remark else "")
 
 
 def test_admin_asks_what_a_broker_assigns_and_reads_its_answer():

@@ -10,6 +10,7 @@ from producers.rocketmq.admin import (
     AdminError,
     Connection,
     ConsumerConnections,
+    NoRunningInfo,
     RunningInfo,
     SubscriptionGroup,
     TopicRoute,
@@ -56,6 +57,7 @@ class FakeAdmin:
         self.lite_calls = []
         self.assigns = {}                        # (broker, topic, client_id) -> its answer
         self.assignment_calls = []
+        self.no_running_info = set()             # client_ids that answer without a queue table
 
     def _broker(self, address):
         name = next(n for n, a in self.brokers.items() if a == address)
@@ -91,6 +93,8 @@ class FakeAdmin:
             raise AdminError(1, f"invoke consumer <{group}> <{client_id}> Exception: org.apache."
                                 f"rocketmq.remoting.exception.RemotingSendRequestException: send "
                                 f"request to <{self.unreachable[client_id]}> failed, org.apache")
+        if client_id in self.no_running_info:
+            raise NoRunningInfo(f"running info of {client_id} without its queue table")
         owned = tuple(self.holds.get(client_id, ()))
         props = {"allocateMessageQueueStrategy": self.strategy.get(client_id, AVG),
                  "clientRebalance": self.client_rebalance.get(client_id, "")}
@@ -303,6 +307,33 @@ def test_a_group_is_unsettled_while_its_reported_holdings_miss_or_double_a_queue
         members, holdings, unsettled):
     known = {("g", client): held for client, held in holdings.items()}
     assert (unsettled_groups(members, known, ROUTES) == {"g"}) is unsettled
+
+
+def test_holdings_a_client_stops_giving_are_kept_until_the_refresh_then_no_longer_claimed():
+    admin = FakeAdmin()
+    admin.members = {("broker-a", "g"): [("c1", "h:1")]}
+    admin.holds = {"c1": [("%RETRY%g", "broker-a", 0)] + [
+        ("T", broker, q) for broker in ("broker-a", "broker-b") for q in range(4)]}
+    watcher, clock = observer(admin, settle_s=0.0, keepalive_s=1000)
+    (first,) = of_type(watcher.poll(), "heartbeat")
+    admin.no_running_info = {"c1"}
+    clock.now += 120
+    for _ in range(2):         # the refresh fails: kept (no change sent), asked at each poll
+        assert of_type(watcher.poll(), "heartbeat") == []
+        clock.now += 10
+    assert watcher.stats.snapshot()[0][("running_info", "no_running_info")] == 2
+    (unknown,) = of_type(watcher.poll(), "heartbeat")   # a rebalance past it: not claimed
+    assert "owned" not in unknown and "owned_ts" not in unknown
+    clock.now += 10
+    watcher.poll()
+    assert watcher.stats.snapshot()[0][("running_info", "no_running_info")] == 3
+    clock.now += 10                                  # asked again a rebalance after
+    watcher.poll()
+    assert watcher.stats.snapshot()[0][("running_info", "no_running_info")] == 4
+    admin.no_running_info = set()
+    clock.now += 20
+    (back,) = of_type(watcher.poll(), "heartbeat")
+    assert back["owned"] == first["owned"]
 
 
 def test_running_info_calls_are_bounded_per_poll_and_go_to_the_never_asked_first():
