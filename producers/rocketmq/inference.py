@@ -3,9 +3,9 @@
 Such a client allocates like any other: from its view (the topic's readable queues and the
 client ids its broker lists for the group) with one strategy. The bridge re-runs that view
 under each strategy the client's SDK offers without settings of its own and keeps those that
-give exactly what the client holds. One left: that is the client's strategy. Several (a
-client alone in its group holds every queue under all of them) or none (it is moving between
-two views): the strategy is not known, and the events say so. An operator's
+give exactly what the client holds. One left: that is the client's strategy. Several (two
+clients over two queues, where AVG and AVG_BY_CIRCLE agree) or none (it is moving between two
+views): the strategy is not known, and the events say so. An operator's
 `--sdk-strategy LANGUAGE=...` is never second-guessed.
 
 A client once inferred keeps its strategy while the holdings still allow it (several match,

@@ -101,14 +101,13 @@ def rocketmq_cluster_factory(rocketmq_kit, tmp_path):
 
     yield start
     for cluster in reversed(clusters):
-        cluster.stop()
+        cluster.stop(timeout=0)   # SIGKILL: a broker's own shutdown took 10 s a test
 
 
 @pytest.fixture
 def real_consumer(rocketmq_kit, tmp_path):
     """real_consumer(namesrv, group, topics, instance_name, client_ip=None, run_seconds=600,
-    strategy="AVG") -> a started RealConsumer (bin/consumer); every one is stopped (SIGTERM)
-    at teardown."""
+    strategy="AVG") -> a started RealConsumer (bin/consumer); every one is killed at teardown."""
     from tests.integration.rocketmq_cluster import RealConsumer
 
     consumers = []
@@ -122,14 +121,14 @@ def real_consumer(rocketmq_kit, tmp_path):
 
     yield start
     for consumer in consumers:
-        consumer.stop()
+        consumer.stop(timeout=0)
 
 
 @pytest.fixture
 def go_consumer(tmp_path):
     """go_consumer(namesrv, group, topics, instance_name, client_ip=None, run_seconds=600,
     strategy="AVG", virtual_nodes=10) -> a started GoConsumer (a real rocketmq-client-go push
-    consumer, built once per source); every one is stopped (SIGTERM) at teardown. Raises, not
+    consumer, built once per source); every one is killed at teardown. Raises, not
     skips, when Go cannot build it."""
     from tests.integration.rocketmq_cluster import GoConsumer, build_go_consumer
 
@@ -145,4 +144,4 @@ def go_consumer(tmp_path):
 
     yield start
     for consumer in consumers:
-        consumer.stop()
+        consumer.stop(timeout=0)

@@ -422,10 +422,12 @@ class RocketMQCluster:
                     raise
         raise AssertionError("unreachable")
 
-    def stop(self) -> None:
+    def stop(self, timeout: float | None = None) -> None:
+        """Every process at once: SIGTERM, then SIGKILL after `timeout` (stop_timeout)."""
         servers = [*self._extra, *self._brokers.values(),
                    *(n for n in (self._namesrv, self._namesrv2) if n)]
-        stop_process_groups([s.process for s in servers if s.process], self.stop_timeout)
+        stop_process_groups([s.process for s in servers if s.process],
+                            self.stop_timeout if timeout is None else timeout)
 
     def mqadmin(self, *args: str, timeout: float = 60.0) -> str:
         """bin/mqadmin with these arguments (add "-n", cluster.namesrv yourself); its output.

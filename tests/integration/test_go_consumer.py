@@ -1,5 +1,5 @@
 """A real Go RocketMQ push consumer (rocketmq-client-go v2.1.2, tests/integration/go_consumer)
-in a group beside real Java consumers, on RocketMQ 4.9.8 and 5.3.3.
+in a group beside real Java consumers, on RocketMQ 4.9.8 and 5.x.
 
 The real clients are the ground truth: what each one really pulls (its process queue table)
 must be what `streaming.core.allocation.allocate` computes for it, "AVG" / "CONSISTENT_HASH"
@@ -20,6 +20,7 @@ import pytest
 from streaming.core.allocation import allocate, sort_client_ids, sort_queues
 from streaming.core.allocation.rocketmq_go import sort_client_ids_go, sort_queues_go
 from tests.integration.rocketmq_cluster import GoConsumer, RealConsumer
+from tests.support import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -293,6 +294,49 @@ def test_the_monitor_re_runs_each_client_with_its_own_sdk_and_reports_the_real_c
         assert f"client {go_id} reports no strategy" in bridge.log()
         assert said in bridge.log(), bridge.log()[-3000:]
     assert _shared(consumers, topic) == (doubles, orphans)   # nobody moved meanwhile
+
+
+def test_a_go_client_two_strategies_explain_is_shown_unknown_and_nothing_rests_on_it(
+        rocketmq_cluster, real_consumer, go_consumer, spark, kafka_bootstrap, make_topic,
+        tmp_path):
+    """One Java and one Go client on AVG over two queues: AVG and AVG_BY_CIRCLE give each
+    client the same queue, so what the Go client holds cannot tell which it runs. The monitor
+    says so (strategy_unknown, with the strategies that fit) and does not pretend: no
+    mismatch, no strategy inconsistency, and the conflicts shown are the clients' own (none)."""
+    from tests.integration.rocketmq_watch import group_value, watching
+
+    topic, group = "go-ambiguous", "go-ambiguous-group"
+    namesrv = rocketmq_cluster.namesrv
+    rocketmq_cluster.create_topic(topic, queues=2)
+    # The Java client's id sorts first: it takes the group's one retry queue under both.
+    consumers = [real_consumer(namesrv, group, topic, "amb-a-java", strategy="AVG"),
+                 go_consumer(namesrv, group, topic, "amb-b-go", strategy="AVG")]
+    for consumer in consumers:
+        consumer.wait_started()
+    every = sorted((BROKER, q) for q in range(2))
+    wait_until(lambda: sorted(q for c in consumers for q in c.holds(topic)) == every,
+               SETTLE_TIMEOUT, "each queue held once",
+               details=lambda: _describe(consumers, topic))
+    go_id = consumers[1].client_id
+
+    with watching(namesrv, group, spark, kafka_bootstrap, make_topic,
+                  tmp_path / "watch") as (monitor, bridge):
+        scrape = monitor.wait_for(
+            lambda m: group_value(m, "rebalance_group_members", group) == 2
+            and group_value(m, "rebalance_strategy_unknown_clients", group) == 1)
+        assert [group_value(scrape, name, group, topic=topic) for name in (
+            "rebalance_double_assigned_queues", "rebalance_orphaned_queues")] == [0, 0]
+        assert group_value(scrape, "rebalance_allocation_mismatch_clients", group) == 0
+        assert group_value(scrape, "rebalance_strategy_inconsistent", group) == 0
+        detail = monitor.group("rocketmq", group)["detail"]
+        (unknown,) = [f for f in detail["findings"] if f["kind"] == "strategy_unknown"]
+        assert unknown["clients"] == [go_id]
+        candidates = unknown["detail"]["candidates"]
+        assert {"AVG", "AVG_BY_CIRCLE"} <= set(candidates), candidates
+        said = (f"client {go_id} reports no strategy and what it holds is given by "
+                f"{', '.join(candidates)}; assumed GO_AVG (no finding rests on it)")
+        assert said in bridge.log(), bridge.log()[-3000:]
+    assert sorted(q for c in consumers for q in c.holds(topic)) == every
 
 
 def test_a_go_client_on_avg_is_inferred_as_avg_and_the_group_has_no_conflict(
