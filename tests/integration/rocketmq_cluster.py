@@ -457,7 +457,7 @@ class RocketMQCluster:
         return self.start()
 
     def __exit__(self, *exc) -> None:
-        self.stop()
+        self.stop(timeout=0)   # thrown away: no need to wait for the brokers' own shutdown
 
 
 Queue = tuple[str, int]   # (broker name, queue id)
