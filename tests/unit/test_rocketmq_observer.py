@@ -225,13 +225,19 @@ def test_a_silent_broker_keeps_the_groups_it_named_last_so_their_listings_are_st
     assert calls[("consumer_connections", "timeout")] == 1  # asked: the failure shows where
 
 
-def test_after_a_route_change_the_topics_clients_are_asked_again_at_the_next_poll():
+def _one_client_holding_every_queue():
+    """(admin, observer, clock, its first heartbeat): c1 alone in g, holding every queue."""
     admin = FakeAdmin()
     admin.members = {("broker-a", "g"): [("c1", "h:1")]}
     admin.holds = {"c1": [("%RETRY%g", "broker-a", 0)] + [
         ("T", broker, q) for broker in ("broker-a", "broker-b") for q in range(4)]}
     watcher, clock = observer(admin, settle_s=0.0, keepalive_s=1000)
     (first,) = of_type(watcher.poll(), "heartbeat")
+    return admin, watcher, clock, first
+
+
+def test_after_a_route_change_the_topics_clients_are_asked_again_at_the_next_poll():
+    admin, watcher, clock, first = _one_client_holding_every_queue()
     clock.now += 10
     assert watcher.poll() == [] and len(admin.running_info_calls) == 1   # settled: not asked
     admin.routes = {**admin.routes, "T": {"broker-a": 8, "broker-b": 4}}  # scale-out
@@ -310,12 +316,7 @@ def test_a_group_is_unsettled_while_its_reported_holdings_miss_or_double_a_queue
 
 
 def test_holdings_a_client_stops_giving_are_kept_until_the_refresh_then_no_longer_claimed():
-    admin = FakeAdmin()
-    admin.members = {("broker-a", "g"): [("c1", "h:1")]}
-    admin.holds = {"c1": [("%RETRY%g", "broker-a", 0)] + [
-        ("T", broker, q) for broker in ("broker-a", "broker-b") for q in range(4)]}
-    watcher, clock = observer(admin, settle_s=0.0, keepalive_s=1000)
-    (first,) = of_type(watcher.poll(), "heartbeat")
+    admin, watcher, clock, first = _one_client_holding_every_queue()
     admin.no_running_info = {"c1"}
     clock.now += 120
     for _ in range(2):         # the refresh fails: kept (no change sent), asked at each poll
