@@ -20,7 +20,7 @@ import logging
 import shutil
 import subprocess
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from streaming import jars
@@ -135,8 +135,13 @@ class ApacheKafkaBroker:
     def __init__(self, workdir: Path, sasl_users: Mapping[str, str] = DEFAULT_SASL_USERS,
                  heap: str = "512m", start_timeout_s: float = 60.0,
                  stop_timeout_s: float = 15.0, tls: bool = True,
-                 version: str = jars.KAFKA_VERSION) -> None:
+                 version: str = jars.KAFKA_VERSION, settings: Mapping[str, str] | None = None,
+                 classpath: Sequence[Path] = ()) -> None:
+        """`settings`: server.properties entries over the defaults; `classpath`: more jars or
+        class folders (a plugin the settings name, such as an assignor)."""
         self.workdir = Path(workdir)
+        self.settings = dict(settings or {})
+        self.extra_classpath = tuple(Path(p) for p in classpath)
         self.version = version
         self.sasl_users = dict(sasl_users)
         self.heap = heap
@@ -182,7 +187,7 @@ class ApacheKafkaBroker:
             raise BrokerUnavailable(
                 f"no Apache Kafka {self.version} jars in {jars.kafka_broker_dir(self.version)}: "
                 "run `make jars` (or python scripts/fetch_jars.py)")
-        return ":".join(str(jar) for jar in found)
+        return ":".join(str(path) for path in (*self.extra_classpath, *found))
 
     def _java(self, main_class: str, *arguments: str) -> list[str]:
         return ["java", f"-Xmx{self.heap}", f"-Xms{self.heap}", "-XX:+UseG1GC",
@@ -198,7 +203,8 @@ class ApacheKafkaBroker:
             self.ca_location, keystore = made
             listeners.append("SSL")
         self.ports = {name: free_port() for name in listeners}
-        settings = server_properties(self.ports, self.workdir / "data", self.sasl_users, keystore)
+        settings = {**server_properties(self.ports, self.workdir / "data", self.sasl_users,
+                                        keystore), **self.settings}
         config = self.workdir / "server.properties"
         config.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
         (self.workdir / "log4j2.properties").write_text(LOG4J2.format(log_path=self.log_path))

@@ -16,6 +16,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -47,6 +48,7 @@ SYSTEM = "kafka"
 CLUSTER = "kafka-under-test"
 ALL_VALUES = ".*"       # a dashboard variable set to All (its allValue)
 FAST_FOR = {"RebalanceKafkaHandoffStuck": "3s", "RebalanceDoubleAssignment": "3s"}
+JAVA_SOURCES = Path(__file__).parent / "kafka_java"
 
 
 def fresh(stem: str) -> str:
@@ -382,20 +384,19 @@ def test_a_group_migrating_from_classic_to_kip_848_member_by_member_raises_no_co
                 and f["status"] == "started"], history
 
 
-def test_a_share_groups_members_share_a_partition_and_nothing_alerts(watched):
+@contextlib.contextmanager
+def share_readers(bootstrap: str, group: str, topic: str, count: int = 2):
+    """`count` real share consumers (confluent-kafka) of `topic`, polled all along (a share
+    member must poll to stay in its group); yields a KafkaAdminClient for ShareGroupDescribe."""
     from confluent_kafka import ShareConsumer
-    from kafka.errors import KafkaError
 
     from producers.kafka.admin import kafka_python_admin
-    from producers.kafka.protocol import describe_share_groups
 
-    topic, group = fresh("share"), fresh("g-share")
-    create_topic(watched.bootstrap, topic, 1)
-    readers = [ShareConsumer({"bootstrap.servers": watched.bootstrap, "group.id": group})
-               for _ in range(2)]
+    readers = [ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group})
+               for _ in range(count)]
     stop = threading.Event()
 
-    def keep_polling() -> None:          # a share member must poll to stay in its group
+    def keep_polling() -> None:
         while not stop.is_set():
             for reader in readers:
                 reader.poll(0.1)
@@ -404,18 +405,42 @@ def test_a_share_groups_members_share_a_partition_and_nothing_alerts(watched):
         reader.subscribe([topic])
     poller = threading.Thread(target=keep_polling, daemon=True)
     poller.start()
-    admin = kafka_python_admin(watched.bootstrap, 10.0)
+    admin = kafka_python_admin(bootstrap, 10.0)
     try:
-        # Ground truth: the broker's own assignment (a share consumer does not expose one).
-        def settled():
-            try:
-                described = describe_share_groups(admin, [group])[group]
-            except KafkaError:           # the group's coordinator is still loading
-                return None
-            done = len(described.members) == 2 and all(m.assignment for m in described.members)
-            return described if done else None
+        yield admin
+    finally:
+        stop.set()
+        poller.join(10)
+        for reader in readers:
+            reader.close()
+        admin.close()
 
-        described = poll(settled, 60, what="two share members, each assigned the partition")
+
+def described_share_group(admin, group: str, members: int, assigned: set):
+    """Ground truth: the broker's own description of the share group (a share consumer does
+    not expose its assignment), once it has `members` members whose assignments together are
+    `assigned`."""
+    from kafka.errors import KafkaError
+
+    from producers.kafka.protocol import describe_share_groups
+
+    def settled():
+        try:
+            described = describe_share_groups(admin, [group])[group]
+        except KafkaError:           # the group's coordinator is still loading
+            return None
+        together = {tp for m in described.members for tp in m.assignment}
+        done = len(described.members) == members and together == assigned
+        return described if done and all(m.assignment for m in described.members) else None
+
+    return poll(settled, 60, what=f"{members} share members assigned {sorted(assigned)}")
+
+
+def test_a_share_groups_members_share_a_partition_and_nothing_alerts(watched):
+    topic, group = fresh("share"), fresh("g-share")
+    create_topic(watched.bootstrap, topic, 1)
+    with share_readers(watched.bootstrap, group, topic) as admin:
+        described = described_share_group(admin, group, 2, {(topic, 0)})
         assert all(m.assignment == ((topic, 0),) for m in described.members)
         scrape = watched.monitor.wait_for(
             lambda s: watched.value(s, "rebalance_kafka_share_max_readers", group,
@@ -426,10 +451,49 @@ def test_a_share_groups_members_share_a_partition_and_nothing_alerts(watched):
         assert watched.value(scrape, "rebalance_orphaned_queues", group, topic=topic) == 0
         assert watched.client_queues(scrape, group) == {m.member_id: 1
                                                         for m in described.members}
-    finally:
-        stop.set()
-        poller.join(10)
-        for reader in readers:
-            reader.close()
-        admin.close()
     assert not [f for f in watched.findings(group) if f["kind"] == "double_assignment"]
+
+
+def test_a_partition_a_share_groups_assignor_gives_nobody_is_orphaned_and_alerts(
+        spark, kafka_broker_kind, tmp_path):
+    """Kafka's own share assignor gives every subscribed partition to a member, but the broker
+    checks no coverage: a custom one (`group.share.assignors`) may leave a partition unread.
+    A broker whose assignor gives partition 0 to nobody
+    (tests/integration/kafka_java/SkipPartitionZeroShareAssignor.java): the broker's own
+    description has no member on it, and the monitor shows it orphaned, and alerts."""
+    from streaming import jars
+    from streaming.kafka_broker import ApacheKafkaBroker
+    from tests.integration.java_programs import compile_java
+
+    if kafka_broker_kind not in ("apache", "env"):
+        pytest.skip(f"needs a real Apache Kafka; this session's broker is {kafka_broker_kind}")
+    broker_jars = jars.kafka_broker_jars(jars.KAFKA_VERSION)
+    assignor = compile_java([JAVA_SOURCES / "SkipPartitionZeroShareAssignor.java"], broker_jars,
+                            "share-assignor", f"kafka-{jars.KAFKA_VERSION}")
+    settings = {"group.share.assignors": "SkipPartitionZeroShareAssignor"}
+    with ApacheKafkaBroker(tmp_path / "kafka", tls=False, settings=settings,
+                           classpath=[assignor]) as broker:
+        bootstrap, events = broker.bootstrap_servers, fresh("share-orphan.events")
+        create_topic(bootstrap, events, 1)
+        with RunningMonitor(spark, bootstrap, events, tmp_path / "job") as monitor, \
+                ProducerProcess(["observe-kafka", "--bootstrap-servers", bootstrap,
+                                 "--topic", events, "--interval-seconds", "0.5",
+                                 "--cluster", CLUSTER], tmp_path) as observer, \
+                PrometheusHarness(HarnessConfig(
+                    target=f"127.0.0.1:{monitor.monitor.metrics.port}",
+                    for_overrides={"RebalanceOrphanedQueues": "3s"}), tmp_path / "prom") as prom:
+            watched = Watched(bootstrap, events, monitor, observer, prom)
+            topic, group = fresh("share-skip"), fresh("g-share-skip")
+            create_topic(bootstrap, topic, 3)
+            with share_readers(bootstrap, group, topic) as admin:
+                described = described_share_group(admin, group, 2, {(topic, 1), (topic, 2)})
+                scrape = monitor.wait_for(lambda s: watched.value(
+                    s, "rebalance_orphaned_queues", group, topic=topic) == 1)
+                assert scrape.value("rebalance_group_info", system=SYSTEM, group=group,
+                                    group_type="share", assignor="skip-partition-zero") == 1
+                assert watched.client_queues(scrape, group) == {
+                    m.member_id: len(m.assignment) for m in described.members}
+                firing = prom.wait_for_alert("RebalanceOrphanedQueues", "firing", timeout=90)
+                assert any(a["labels"]["group"] == group for a in firing), firing
+            orphans = [f for f in watched.findings(group) if f["kind"] == "orphaned_queue"]
+            assert {(f["topic"], tuple(f["queue"])) for f in orphans} == {(topic, ("", 0))}
