@@ -282,7 +282,7 @@ class Monitor:
         counters = HadoopTextFile(self.spark, counters_path(self.config.checkpoint))
         self._sink = BatchSink(self.store, counters, make_outbox(self.config, self.delivery),
                                self.config.findings_topic, self.config.dead_letter_topic,
-                               after_batch=self.prerender.changed,
+                               after_batch=self._batch_completed,
                                cluster_silence_ms=self.config.cluster_silence_ms,
                                cluster_forget_ms=self.config.cluster_forget_ms)
         self.prerender.start().changed()   # the groups restored from the checkpoint
@@ -298,9 +298,13 @@ class Monitor:
         return start_query(self.spark, self.config, self._sink,
                            in_outage=self.source_probe.down)
 
+    def _batch_completed(self) -> None:
+        self.prerender.changed()
+        self._outage_quiet.batch_completed()
+
     def _source_changed(self, up: bool) -> None:
         """The events topic became reachable (`up`) or not: Spark's lines on each batch that
-        fails for an outage are quieted while it lasts."""
+        fails for an outage are quieted while it lasts, and until a batch completes after it."""
         self._outage_quiet.outage(started=not up)
         said = self._outage_failures.ended() if up else None
         if said:

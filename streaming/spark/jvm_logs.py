@@ -52,13 +52,16 @@ LEVELS = {
     "org.apache.spark.sql.execution.streaming.ProcessingTimeExecutor": "error",
 }
 
-# Spark's lines on a task and a query that failed (the task's with its stack trace). While the
-# events broker is known to be down, a batch that fails for it says nothing the job's own line
-# does not: they are quieted for the outage (OutageQuiet) and restored after it.
+# Spark's lines on a task and a query that failed (the task's with its stack trace, a killed
+# task's shuffle file it could not delete). While the events broker is known to be down, a batch
+# that fails for it says nothing the job's own line does not: they are quieted for the outage
+# (OutageQuiet) and restored once a batch has completed after it (a failed batch's last tasks
+# are killed after the broker is back).
 TASK_FAILURE_LOGGERS = (
     "org.apache.spark.executor.Executor",
     "org.apache.spark.scheduler.TaskSetManager",
     "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution",
+    "org.apache.spark.storage.DiskBlockObjectWriter",
 )
 
 TEXT_LAYOUT = """\
@@ -166,27 +169,42 @@ def is_json_object(text: str) -> bool:
 
 class OutageQuiet:
     """Raises the task-failure loggers of a running JVM to FATAL while an outage lasts, and puts
-    back the levels they had. A JVM that is gone (the job stopping) is left alone."""
+    back the levels they had at the first batch completed after it (`batch_completed`). A JVM
+    that is gone (the job stopping) is left alone."""
 
     def __init__(self, jvm) -> None:
         self._jvm = jvm
         self._before: dict[str, object] | None = None
+        self._ended = False
         self._lock = threading.Lock()
 
     def outage(self, started: bool) -> None:
         with self._lock:
             if self._jvm is None:       # no JVM of ours to set (Spark Connect)
                 return
-            try:
-                if started and self._before is None:
-                    self._before = {name: self._level(name) for name in TASK_FAILURE_LOGGERS}
-                    self._set(dict.fromkeys(TASK_FAILURE_LOGGERS, self._jvm.org.apache.logging
-                                            .log4j.Level.FATAL))
-                elif not started and self._before is not None:
-                    self._set(self._before)
-                    self._before = None
-            except Exception as error:  # noqa: BLE001 - py4j's errors once the JVM is gone
-                log.debug("JVM log levels not changed: %s", error)
+            self._ended = not started and self._before is not None
+            if started and self._before is None:
+                self._call(self._quiet)
+
+    def batch_completed(self) -> None:
+        with self._lock:
+            if self._ended:
+                self._call(self._restore)
+
+    def _quiet(self) -> None:
+        self._before = {name: self._level(name) for name in TASK_FAILURE_LOGGERS}
+        self._set(dict.fromkeys(TASK_FAILURE_LOGGERS, self._jvm.org.apache.logging.log4j
+                                .Level.FATAL))
+
+    def _restore(self) -> None:
+        self._set(self._before)
+        self._before, self._ended = None, False
+
+    def _call(self, change) -> None:
+        try:
+            change()
+        except Exception as error:  # noqa: BLE001 - py4j's errors once the JVM is gone
+            log.debug("JVM log levels not changed: %s", error)
 
     def _level(self, name: str):
         return self._jvm.org.apache.logging.log4j.LogManager.getLogger(name).getLevel()

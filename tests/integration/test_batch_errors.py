@@ -167,6 +167,14 @@ def test_sparks_task_failure_lines_are_quieted_for_an_outage_and_put_back_after(
     quiet.outage(started=True)
     quiet.outage(started=True)               # the probe may say it again: the first levels kept
     assert levels() == [level.FATAL.toString()] * len(TASK_FAILURE_LOGGERS)
+    quiet.batch_completed()                  # a batch of the outage's own (before it was seen)
+    assert levels() == [level.FATAL.toString()] * len(TASK_FAILURE_LOGGERS)
     quiet.outage(started=False)
+    # The failed batch's last tasks are killed after the broker is back: kept quiet until a
+    # batch has completed.
+    assert levels() == [level.FATAL.toString()] * len(TASK_FAILURE_LOGGERS)
+    quiet.batch_completed()
+    assert levels() == before
+    quiet.batch_completed()
     assert levels() == before
     OutageQuiet(None).outage(started=True)   # no JVM of ours: nothing to do
