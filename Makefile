@@ -53,13 +53,15 @@ helm:
 demo: setup jars
 	$(BIN)/rebalance-monitor demo
 
+# The unit suite on both cores (pytest-xdist: 2:53 against 4:45 in one process, 2026-11-28).
 # Then the exact twin (docs/architecture.md, "Fast paths have an exact twin"): the unit suite and the end-to-end
 # scenarios again with every step through the full definition, no shortcut and no cache.
 test: setup system-deps jars helm
 	$(BIN)/ruff check streaming producers tests
 	$(BIN)/mypy
-	$(BIN)/pytest
-	REBALANCE_MONITOR_EXACT=on $(BIN)/pytest -q tests/unit
+	$(BIN)/pytest tests/integration
+	$(BIN)/pytest -n 2 tests/unit
+	REBALANCE_MONITOR_EXACT=on $(BIN)/pytest -q -n 2 tests/unit
 	REBALANCE_MONITOR_EXACT=on $(BIN)/pytest -q tests/integration/test_scenarios_e2e.py tests/integration/test_state_reset.py
 
 test-unit: setup
