@@ -281,7 +281,8 @@ def unsettled_groups(members: Iterable[Member], holdings: Mapping[tuple[str, str
                      routes: Mapping[str, Mapping[str, int] | None]) -> frozenset[str]:
     """Clustering groups whose clients' last reported holdings do not hold each readable queue
     of their topics exactly once: a client asked in the middle of a rebalance, or a real fault.
-    A group with a client not (yet) asked, or one that does not allocate for itself, is left out."""
+    A group with a client not (yet) asked, or with a shared reader (POP, lite), is left out; a
+    clientRebalance=false client's queues are exclusive too (the broker allocates them)."""
     by_group: dict[str, dict[str, Member]] = defaultdict(dict)
     for member in members:
         by_group[member.group].setdefault(member.client_id, member)
@@ -292,7 +293,7 @@ def unsettled_groups(members: Iterable[Member], holdings: Mapping[tuple[str, str
 
 def _misheld(known: list[Holdings | None], listings: list[Listing],
              routes: Mapping[str, Mapping[str, int] | None]) -> bool:
-    reported = [h for h in known if h is not None and h.client_rebalance and not h.pop_topics]
+    reported = [h for h in known if h is not None and not h.pop_topics]
     if len(reported) < len(known) or any(
             listing.message_model != "CLUSTERING" or listing.consume_type == "CONSUME_POP"
             for listing in listings):

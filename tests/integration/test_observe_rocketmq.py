@@ -239,12 +239,16 @@ def test_clients_a_broker_allocates_for_are_checked_like_any_other(
                      what="the broker splitting T between the two")
     with watching(cluster.namesrv, group, spark, kafka_bootstrap, make_topic,
                   tmp_path / "watch") as (monitor, _):
+        # The job's first batches may hold the members before their holdings or the second
+        # broker's list (a mismatch for a moment, seen once on 5.5.0 in CI): wait for the
+        # settled view, which the real clients' split is.
         scrape = monitor.wait_for(lambda m: group_value(m, "rebalance_group_members", group) == 2
                                   and group_value(m, "rebalance_group_queues", group,
-                                                  topic=topic) == 8)
+                                                  topic=topic) == 8
+                                  and group_value(m, "rebalance_allocation_mismatch_clients",
+                                                  group) == 0)
         assert group_value(scrape, "rebalance_double_assigned_queues", group, topic=topic) == 0
         assert group_value(scrape, "rebalance_orphaned_queues", group, topic=topic) == 0
-        assert group_value(scrape, "rebalance_allocation_mismatch_clients", group) == 0
         # Both brokers know both clients and the same route: their answers agree.
         scrape = monitor.wait_for(lambda m: group_value(
             m, "rebalance_broker_split_queues", group, topic=topic) == 0)

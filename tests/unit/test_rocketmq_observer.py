@@ -306,8 +306,8 @@ ROUTES = {"T": {"broker-a": 4}}
     (_group("BROADCASTING"), {"c1": Holdings(HALF, ("T",)), "c2": Holdings(HALF, ("T",))}, False),
     (_group(consume_type="CONSUME_POP"), {"c1": Holdings((), ("T",)),
                                           "c2": Holdings((), ("T",))}, False),
-    (_group(), {"c1": Holdings(HALF, ("T",)),
-                "c2": Holdings((), ("T",), client_rebalance=False)}, False),  # the broker's
+    (_group(), {"c1": Holdings(HALF, ("T",)),     # the broker allocates: still exclusive
+                "c2": Holdings((), ("T",), client_rebalance=False)}, True),
 ], ids=["double", "orphan", "each-once", "not-asked", "broadcast", "pop", "server-side"])
 def test_a_group_is_unsettled_while_its_reported_holdings_miss_or_double_a_queue(
         members, holdings, unsettled):
