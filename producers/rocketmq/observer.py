@@ -408,11 +408,13 @@ class RocketMQObserver:
     def _facts(self, event: dict) -> str:
         """A heartbeat's facts: holdings asked again but unchanged are no change, unless they
         are the first asked since a route change of one of the member's topics (the job waits
-        for those: holdings_pending)."""
+        for those: holdings_pending). So the facts name, per topic, the last route change the
+        holdings were asked after (None: one came after them)."""
         facts = {k: v for k, v in event.items() if k not in ("ts", "owned_ts")}
         if "owned_ts" in event:
-            facts["after_route_change"] = all(
-                self._route_changed_ms.get(t, 0) <= event["owned_ts"] for t in event["topics"])
+            changes = ((t, self._route_changed_ms.get(t, 0)) for t in event["topics"])
+            facts["after_route_changes"] = [[t, at if at <= event["owned_ts"] else None]
+                                            for t, at in changes]
         return facts_of(facts)
 
     def _due(self, key: tuple, event: dict, now: float) -> bool:

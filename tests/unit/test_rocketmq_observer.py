@@ -257,6 +257,23 @@ def test_after_a_route_change_the_topics_clients_are_asked_again_at_the_next_pol
     assert len(admin.running_info_calls) == 3           # settled again: not asked
 
 
+def test_unchanged_holdings_asked_after_a_second_route_change_are_sent_again():
+    """A client asked in the poll that sees a second route change (it is asked every poll while
+    routes settle) and holding the same queues: its heartbeat goes out again, stamped after the
+    change, or the job would wait for its holdings until the restate (CI saw 300 s)."""
+    admin, watcher, clock, _ = _one_client_holding_every_queue()
+    for brokers in ({"broker-a": 8, "broker-b": 4}, {"broker-a": 8, "broker-b": 8}):
+        admin.routes = {**admin.routes, "T": brokers}
+        clock.now += 10
+        events = watcher.poll()
+        (route,) = [e for e in events if e["type"] == "route" and e["topic"] == "T"]
+        clock.now += 10
+        events += watcher.poll()
+        beats = of_type(events, "heartbeat")
+        assert beats and beats[-1]["owned_ts"] >= route["ts"], (brokers, beats)
+    assert len(admin.running_info_calls) == 4
+
+
 def test_holdings_caught_in_the_middle_of_a_rebalance_are_asked_again_after_the_next_one():
     admin = FakeAdmin()
     admin.members = {("broker-a", "g"): [("c1", "h:1"), ("c2", "h:2")]}
