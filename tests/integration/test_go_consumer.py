@@ -324,11 +324,13 @@ def test_a_go_client_two_strategies_explain_is_shown_unknown_and_nothing_rests_o
         scrape = monitor.wait_for(
             lambda m: group_value(m, "rebalance_group_members", group) == 2
             and group_value(m, "rebalance_strategy_unknown_clients", group) == 1)
+        detail = monitor.group("rocketmq", group)["detail"]
+        shown = (f"{_describe(consumers, topic)}\nmembers {detail['members']}\n"
+                 f"findings {detail['findings']}\n{bridge.log()[-3000:]}")
         assert [group_value(scrape, name, group, topic=topic) for name in (
-            "rebalance_double_assigned_queues", "rebalance_orphaned_queues")] == [0, 0]
+            "rebalance_double_assigned_queues", "rebalance_orphaned_queues")] == [0, 0], shown
         assert group_value(scrape, "rebalance_allocation_mismatch_clients", group) == 0
         assert group_value(scrape, "rebalance_strategy_inconsistent", group) == 0
-        detail = monitor.group("rocketmq", group)["detail"]
         (unknown,) = [f for f in detail["findings"] if f["kind"] == "strategy_unknown"]
         assert unknown["clients"] == [go_id]
         candidates = unknown["detail"]["candidates"]
