@@ -314,21 +314,31 @@ def test_a_go_client_two_strategies_explain_is_shown_unknown_and_nothing_rests_o
     for consumer in consumers:
         consumer.wait_started()
     every = sorted((BROKER, q) for q in range(2))
-    wait_until(lambda: sorted(q for c in consumers for q in c.holds(topic)) == every,
-               SETTLE_TIMEOUT, "each queue held once",
+    # Each its own queue: "each queue held once" alone is also met while one client holds both,
+    # before the other is in its view.
+    shares = [[queue] for queue in every]
+    wait_until(lambda: [sorted(c.holds(topic)) for c in consumers] == shares,
+               SETTLE_TIMEOUT, "each client holding its own queue",
                details=lambda: _describe(consumers, topic))
     go_id = consumers[1].client_id
 
     with watching(namesrv, group, spark, kafka_bootstrap, make_topic,
                   tmp_path / "watch") as (monitor, bridge):
-        scrape = monitor.wait_for(
-            lambda m: group_value(m, "rebalance_group_members", group) == 2
-            and group_value(m, "rebalance_strategy_unknown_clients", group) == 1)
+        # The clients' answers as the bridge asks them: CI once saw the Java client's first
+        # answer hold nothing while its HOLDS said broker-a:0 (it is asked again 20 s later, as
+        # a group whose holdings miss a queue). A guess that raised a conflict would stay.
+        try:
+            scrape = monitor.wait_for(
+                lambda m: group_value(m, "rebalance_group_members", group) == 2
+                and group_value(m, "rebalance_strategy_unknown_clients", group) == 1
+                and [group_value(m, name, group, topic=topic) for name in (
+                    "rebalance_double_assigned_queues", "rebalance_orphaned_queues")] == [0, 0])
+        except AssertionError as failed:
+            detail = monitor.group("rocketmq", group)["detail"]
+            history = {c.instance_name: c.holds_history(topic) for c in consumers}
+            raise AssertionError(f"{failed}\nreal {history}\nmembers {detail['members']}\n"
+                                 f"findings {detail['findings']}\n{bridge.log()[-3000:]}") from None
         detail = monitor.group("rocketmq", group)["detail"]
-        shown = (f"{_describe(consumers, topic)}\nmembers {detail['members']}\n"
-                 f"findings {detail['findings']}\n{bridge.log()[-3000:]}")
-        assert [group_value(scrape, name, group, topic=topic) for name in (
-            "rebalance_double_assigned_queues", "rebalance_orphaned_queues")] == [0, 0], shown
         assert group_value(scrape, "rebalance_allocation_mismatch_clients", group) == 0
         assert group_value(scrape, "rebalance_strategy_inconsistent", group) == 0
         (unknown,) = [f for f in detail["findings"] if f["kind"] == "strategy_unknown"]
@@ -338,7 +348,7 @@ def test_a_go_client_two_strategies_explain_is_shown_unknown_and_nothing_rests_o
         said = (f"client {go_id} reports no strategy and what it holds is given by "
                 f"{', '.join(candidates)}; assumed GO_AVG (no finding rests on it)")
         assert said in bridge.log(), bridge.log()[-3000:]
-    assert sorted(q for c in consumers for q in c.holds(topic)) == every
+    assert [sorted(c.holds(topic)) for c in consumers] == shares
 
 
 def test_a_go_client_on_avg_is_inferred_as_avg_and_the_group_has_no_conflict(
