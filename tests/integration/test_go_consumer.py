@@ -325,8 +325,8 @@ def test_a_go_client_two_strategies_explain_is_shown_unknown_and_nothing_rests_o
     with watching(namesrv, group, spark, kafka_bootstrap, make_topic,
                   tmp_path / "watch") as (monitor, bridge):
         # The clients' answers as the bridge asks them: CI once saw the Java client's first
-        # answer hold nothing while its HOLDS said broker-a:0 (it is asked again 20 s later, as
-        # a group whose holdings miss a queue). A guess that raised a conflict would stay.
+        # answer hold nothing while its HOLDS said broker-a:0 (it is asked again at each poll
+        # while the group settles). A guess that raised a conflict would stay.
         try:
             scrape = monitor.wait_for(
                 lambda m: group_value(m, "rebalance_group_members", group) == 2
