@@ -54,7 +54,10 @@ OUTPUT_COLUMNS = ["system", "group", "cluster", "kind", "reason", "payload"]
 ROUTED_COLUMNS = ("system", "group", "cluster", "value", "offset", "arrival_ms", "copy")
 
 # One per Python worker process: workers are reused across tasks and micro-batches, so a client's
-# repeated heartbeat is fully parsed once per worker.
+# repeated heartbeat is fully parsed once per worker. Spark pickles the state function for every
+# task, and an object the function holds is pickled with it: a cache held that way reaches each
+# task as the driver's empty copy. The function therefore holds `_worker_parse` and
+# `_worker_refreshes`, module functions pickled by name, which reach this process's own caches.
 _PARSER = EventParser()
 
 
@@ -123,16 +126,26 @@ class RefreshCache:
 _REFRESHES = RefreshCache()
 
 
+def _worker_parse(raw: bytes) -> list[Event] | Invalid:
+    """This process's parser (see _PARSER)."""
+    return _PARSER.parse(raw)
+
+
+def _worker_refreshes() -> RefreshCache:
+    """This process's refresh cache (see _PARSER)."""
+    return _REFRESHES
+
+
 def make_state_function(config: StepConfig, max_event_bytes: int = 1 << 20,
                         max_clock_skew_ms: int = 300_000):
     """config.exact: every raw event is parsed whole and every blob decoded for itself (no
     worker's cache), and `advance` keeps nothing."""
     judge = RecordJudge(max_event_bytes, max_clock_skew_ms,
-                        parse_event if config.exact else _PARSER.parse)
-    refreshes = None if config.exact else _REFRESHES
+                        parse_event if config.exact else _worker_parse)
 
     def apply_shard(key, batches: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
         _tune_worker_gc()
+        refreshes = None if config.exact else _worker_refreshes()
         watermark = _watermark(state)
         rows, counts, stepped = [], Counts(), set()
         entries = _stored_entries(state, counts)

@@ -8,6 +8,7 @@ key whose rows were all dead letters counts as one without rows, so that no grou
 the watermark passed. The state function runs with pyspark's real GroupState, carried from batch
 to batch as Spark carries it."""
 
+import dataclasses
 import json
 import struct
 
@@ -297,3 +298,30 @@ def test_each_task_takes_what_the_worker_holds_out_of_the_collection_after_it():
     assert before > 200_000
     assert after < 10_000
     assert collected >= 1
+
+
+def test_each_task_of_the_pickled_function_reaches_the_workers_own_caches():
+    """Spark pickles the state function (cloudpickle, by value: it is a closure) and a worker
+    unpickles it for every task. What the function holds is pickled with it, so a cache it held
+    would reach every task as the driver's empty copy; at 10,000 groups that was most of the
+    workers' time (each group's blob decoded again at every batch). Two tasks of one shard,
+    each from its own unpickling, as a reused worker runs them: the second finds the group's
+    refreshes and its event in this process's caches."""
+    from pyspark import cloudpickle
+
+    from streaming.spark import state_function
+
+    shipped = cloudpickle.dumps(make_state_function(dataclasses.replace(CONFIG, exact=False)))
+    key = GroupKey("rocketmq", "pickled-for-each-task")
+    _, raw = heartbeat(key.group, "c1", T0)
+    state = SparkKeyState()
+    parsed_before = len(state_function._PARSER)
+    for watermark in (None, T0 - 100):
+        task = cloudpickle.loads(shipped)
+        frame = pd.DataFrame([(*key, raw, 0, ARRIVAL_MS, 0)], columns=list(ROUTED_COLUMNS))
+        group_state = state.group_state(watermark, timed_out=False)
+        list(task((0,), iter([frame]), group_state))
+        state.keep(group_state)
+        cached = state_function._REFRESHES._by_group.get(key)
+        assert cached is not None and cached[0] == decode_shard(state.value[0])[key].blob
+    assert len(state_function._PARSER) > parsed_before
