@@ -248,9 +248,9 @@ class Job:
                                             env=env, start_new_session=True)
         return self
 
-    def family(self, name: str) -> dict[str, float]:
-        """group (or "" for a family without one) -> the sum of its samples; {} while the
-        endpoint does not answer."""
+    def family(self, name: str) -> dict[str, float] | None:
+        """group (or "" for a family without one) -> the sum of its samples; None when the
+        endpoint does not answer within 10 s."""
         if self.process.poll() is not None:
             raise RuntimeError(f"the job exited with {self.process.returncode}: "
                                f"{self.log_path.read_text(errors='replace')[-3000:]}")
@@ -258,7 +258,7 @@ class Job:
             with urllib.request.urlopen(f"{self.url}?name[]={name}", timeout=10) as answer:
                 return family_values(answer.read().decode(), name)
         except OSError:
-            return {}
+            return None
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -494,9 +494,9 @@ def one_run(bootstrap: str, fleet: Fleet, args, number: int) -> Result:
         print(f"events produced {produced:,}, not acknowledged by the broker {failed:,}; "
               f"the fleet was at most {load.behind_ms.value / 1000:.1f} s behind its schedule")
         log = job.log_path.read_text(errors="replace")
-        print(f"the job's log: {len(log.splitlines())} lines")
+        print(f"the job's log: {len(log.splitlines())} lines, kept in {job.log_path}")
         print(log[-4000:] if args.show_log else "", end="")
-        shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(workdir / "checkpoint", ignore_errors=True)
 
 
 def load_rate(fleet: Fleet) -> float:
@@ -511,15 +511,21 @@ def load_rate(fleet: Fleet) -> float:
 def warm_up(job: Job, fleet: Fleet, started: float, timeout_s: float) -> float:
     deadline = started + timeout_s
     last_print = started
+    unanswered = 0
     while time.monotonic() < deadline:
-        groups = job.family("rebalance_monitor_groups").get("", 0)
-        lag = job.family("rebalance_monitor_input_lag_seconds").get("", float("inf"))
-        if groups >= fleet.groups and lag < 3 * TRIGGER_S:
+        groups = job.family("rebalance_monitor_groups")
+        lag = job.family("rebalance_monitor_input_lag_seconds")
+        if groups is None or lag is None:
+            unanswered += 1
+        elif groups.get("", 0) >= fleet.groups and lag.get("", 1e9) < 3 * TRIGGER_S:
+            if unanswered:
+                print(f"  /metrics did not answer within 10 s {unanswered} times in the warm-up")
             return time.monotonic() - started
         if time.monotonic() - last_print >= 30:
             last_print = time.monotonic()
-            print(f"  warm-up t={last_print - started:.0f} s: groups {groups:,.0f}, input lag "
-                  f"{lag:.1f} s", flush=True)
+            shown = ("no answer" if groups is None or lag is None else
+                     f"groups {groups.get('', 0):,.0f}, input lag {lag.get('', 0):.1f} s")
+            print(f"  warm-up t={last_print - started:.0f} s: {shown}", flush=True)
         time.sleep(1)
     raise TimeoutError(f"not warm after {timeout_s} s")
 
@@ -544,7 +550,8 @@ def measured_phase(bootstrap: str, topic: str, job: Job, load: FleetProcess, fle
     while time.monotonic() < ends:
         time.sleep(max(0.0, min(next_mark, ends) - time.monotonic()))
         if time.monotonic() >= next_mark:
-            lag = job.family("rebalance_monitor_input_lag_seconds").get("", float("inf"))
+            answer = job.family("rebalance_monitor_input_lag_seconds")
+            lag = float("inf") if answer is None else answer.get("", float("inf"))
             lags.append(lag)
             usage.sample()
             print(f"  t={len(lags) * LAG_EVERY_S:4.0f} s  input lag {lag:5.1f} s  produced "
@@ -622,7 +629,7 @@ class Collisions:
         """Until every collision is shown on /metrics, or timeout_s (the rest count missed)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            shown = job.family("rebalance_double_assigned_queues")
+            shown = job.family("rebalance_double_assigned_queues") or {}
             if all(shown.get(group, 0) > 0 for group in self.acked):
                 return
             time.sleep(0.5)
