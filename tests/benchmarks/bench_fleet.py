@@ -13,8 +13,8 @@ Each run, on one broker (tests/benchmarks/machine.py), with nothing of the proje
    IP@PID, AVG, --topics topics of --queues queues on two brokers) heartbeats every 30 s at a
    phase of its own, so the joins are spread over the first 30 s as a real fleet's are, and
    each group's route of each topic is sent again every 30 s at the group's phase. `--form
-   alive` sends what the observers send instead: each group's members named in one `alive`
-   every 30 s, each member in full at its join and once every 600 s;
+   alive` sends what the observers send instead: at the group's phase, its members in full at
+   its join and once every 600 s, and one `alive` naming them every 30 s;
 3. warm-up, until /metrics tracks every group and its input lag is under 3 triggers (the cold
    start's time is printed);
 4. the measured phase (`--seconds`): `--collisions` clientId collisions spread through it, each a
@@ -129,6 +129,10 @@ class Schedule:
 
 
 def schedule(fleet: Fleet) -> Schedule:
+    """The member form: each member at a phase of its own. The alive form, as an observer's
+    poll sends a group: its routes, then its members in full at its join and every 600 s, then
+    one `alive` naming them all (a millisecond later, so it never names a member not yet
+    heard), all at the group's phase."""
     rng = random.Random(fleet.seed)
     plan = Schedule()
     for g in range(fleet.groups):
@@ -137,10 +141,13 @@ def schedule(fleet: Fleet) -> Schedule:
         for topic in fleet.topic_names():
             plan.add(group_phase, key, fleet.route(0, g, topic))
         if fleet.form == "alive":
+            restate = rng.randrange(RESTATE_CYCLES)
+            for c in range(fleet.clients):
+                plan.add(group_phase, key, fleet.heartbeat(0, g, c), restate)
             plan.add((group_phase + 1) % CYCLE_MS, key, fleet.alive(0, g))
+            continue
         for c in range(fleet.clients):
-            restate = rng.randrange(RESTATE_CYCLES) if fleet.form == "alive" else None
-            plan.add(rng.randrange(CYCLE_MS), key, fleet.heartbeat(0, g, c), restate)
+            plan.add(rng.randrange(CYCLE_MS), key, fleet.heartbeat(0, g, c))
     return plan
 
 
