@@ -40,6 +40,7 @@ import multiprocessing
 import os
 import random
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -56,6 +57,7 @@ from confluent_kafka import Producer
 from producers import events
 from streaming.common.topics import create_topic
 from streaming.embedded_broker import free_port
+from tests.benchmarks.bench_job import p50_p99
 from tests.benchmarks.machine import describe_machine, start_broker
 
 CYCLE_MS = 30_000            # each member's heartbeat, each group's routes and alive
@@ -269,11 +271,11 @@ class Job:
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, 15)
+            os.killpg(self.process.pid, signal.SIGTERM)
             try:
                 self.process.wait(120)
             except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, 9)
+                os.killpg(self.process.pid, signal.SIGKILL)
 
 
 def family_values(text: str, name: str) -> dict[str, float]:
@@ -461,16 +463,14 @@ class Result:
     missed: int
     lags: list[float]
     false_groups: list[str]
-    produced: int
-    failed: int
 
     @property
     def kept_up(self) -> bool:
         """No upward trend in the input lag over the phase (the last third of the marks within
         a trigger of the first third), and under 3 triggers at its end."""
-        third = max(len(self.lags) // 3, 1)
         if not self.lags:
             return False
+        third = max(len(self.lags) // 3, 1)
         first, last = self.lags[:third], self.lags[-third:]
         return (statistics.mean(last) <= statistics.mean(first) + TRIGGER_S
                 and self.lags[-1] < 3 * TRIGGER_S)
@@ -588,8 +588,7 @@ def measured_phase(bootstrap: str, topic: str, job: Job, load: FleetProcess, fle
         else:
             missed += 1
     false_groups = sorted(set(first) - set(collisions.acked))
-    return Result(cold, detections, missed, lags, false_groups, load.produced.value,
-                  load.failed.value)
+    return Result(cold, detections, missed, lags, false_groups)
 
 
 class Collisions:
@@ -643,12 +642,6 @@ class Collisions:
 
 
 # -- Report -----------------------------------------------------------------------------------
-
-def p50_p99(values: list[float]) -> tuple[float, float]:
-    if len(values) == 1:
-        return values[0], values[0]
-    return statistics.median(values), statistics.quantiles(values, n=100, method="inclusive")[98]
-
 
 def report(result: Result) -> None:
     if result.detections:
