@@ -4,7 +4,10 @@ A step costs about 2 ms of Python per group (decode, findings, encode), and a st
 every group a few heartbeats per batch that change nothing (streaming.core.state.refresh). A
 batch whose events are all refreshes of the group's view is therefore kept beside the group's
 blob, without a step; the group steps with them, in their place, when an event that is not a
-refresh arrives, when its timeout is due, or when MAX_KEPT wait. That is the same as the batches
+refresh arrives, when the watermark passes the deadline the kept refreshes renew (a session
+really expired), or when its cap of them wait. Kept refreshes renew the sessions they restate,
+so a steady group does not step each session timeout; its entry's timeout moves with them, so
+the watermark does not wake it for nothing. That is the same as the batches
 being cut another way, which `step` does not depend on (tests/unit/test_step_properties.py);
 and since a kept batch would have changed no finding and no metric but the event time, nothing
 is detected later for it (tests/unit/test_refresh_deferral.py).
@@ -32,7 +35,7 @@ from streaming.core.contract import ResetCause, StepOutput
 from streaming.core.state.codec import CodecError
 from streaming.core.state.events import Event
 from streaming.core.state.refresh import Refreshes, unpack_kept
-from streaming.core.state.shard import ShardEntry, is_due
+from streaming.core.state.shard import ShardEntry
 from streaming.core.step import StepConfig, refreshes_of, stepped
 from streaming.core.times import NO_TIMEOUT
 
@@ -79,10 +82,12 @@ def _advance(entry: ShardEntry | None, events: Sequence[tuple[Event, int]],
     if refreshes_for is None:
         def refreshes_for(blob: bytes) -> Refreshes:
             return refreshes_of(blob, config)
-    if not config.exact and entry is not None and events and not is_due(entry, watermark_ms):
-        kept = refreshes_for(entry.blob).keep_all(events, watermark_ms, entry.kept_count)
+    if not config.exact and entry is not None and (events or entry.kept):
+        kept = refreshes_for(entry.blob).keep_all(events, watermark_ms, entry.kept)
         if kept is not None:
-            return Advanced(entry._replace(kept=entry.kept + kept), None)
+            packed, deadline = kept
+            return Advanced(entry._replace(kept=packed,
+                                           timeout_ms=max(entry.timeout_ms, deadline)), None)
     waiting = (refreshes_for(entry.blob).events(unpack_kept(entry.kept))
                if entry and entry.kept else [])
     output, refreshes = stepped(entry.blob if entry else None, [*waiting, *events],

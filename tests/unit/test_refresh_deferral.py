@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from streaming.core.advance import advance
 from streaming.core.state.codec import decode
-from streaming.core.state.refresh import unpack_kept
+from streaming.core.state.refresh import MAX_KEPT, kept_cap, unpack_kept
 from streaming.core.state.shard import is_due
 from streaming.core.step import StepConfig, refreshes_of, step, stepped
 from tests.unit.state_helpers import T0, hb, parsed, route
@@ -90,8 +90,8 @@ def _every_batch(batches, config=CONFIG):
 
 
 def _keeping(batches, on_kept=None, config=CONFIG):
-    """advance() per batch, then one step for what is still kept (the job steps it when the
-    group's timeout is due or another event comes)."""
+    """advance() per batch, then one step for what is still kept (the job steps it when
+    another event comes, its cap is reached or a session it renews expires)."""
     entry, records, out, kept_batches = None, [], None, 0
     for events, watermark in batches:
         before = entry
@@ -104,7 +104,8 @@ def _keeping(batches, on_kept=None, config=CONFIG):
         else:
             out, records = advanced.output, records + advanced.output.findings
     if entry is not None and entry.kept:
-        out = advance(entry, [], batches[-1][1], config).output
+        waiting = refreshes_of(entry.blob, config).events(unpack_kept(entry.kept))
+        out = step(entry.blob, waiting, watermark_ms=batches[-1][1], config=config)
         records += out.findings
     return out, records, kept_batches
 
@@ -180,39 +181,72 @@ def test_the_step_and_its_blob_take_the_same_refreshes(batches):
 HEARTBEAT_MS, BATCH_MS = 30_000, 2_000
 
 
-def test_a_steady_group_steps_for_a_change_at_once_and_otherwise_once_a_session_timeout():
+def test_a_steady_group_steps_only_when_a_session_expires_or_its_view_changes():
     """Three clients heartbeat their facts every 30 s through two brokers, cut into 2 s batches
-    with a watermark 10 s behind: after the first batch, the group steps only when a heartbeat
-    comes after its view's first deadline, until c3 heartbeats another view, which is stepped,
-    and found, in its own batch."""
+    with a watermark 10 s behind; c2 stops after 165 s, and at 301 s c3 heartbeats another
+    view. After c2 joins the group steps only twice: when the watermark passes c2's
+    session (c2 is gone in that step), and for c3's view, found in its own batch. The kept
+    refreshes renew the others' sessions, so the watermark never wakes the group for them."""
     config = StepConfig(exact=False)       # the deferral under test; exact defers nothing
     raws = [route("T", ts=T0, brokers={"a": 4, "b": 4})]
+    phases = {"c1": 0, "c2": 15_000, "c3": 200}     # c2's session ends between two batches
     for at in range(0, 300_000, HEARTBEAT_MS):
-        for n, client in enumerate(("c1", "c2", "c3")):
-            raws += [hb(client, ["T"], ts=T0 + at + 100 * n + 10 * b, broker=broker)
+        for client, phase in phases.items():
+            if client == "c2" and at > 150_000:
+                continue
+            raws += [hb(client, ["T"], ts=T0 + at + phase + 10 * b, broker=broker)
                      for b, broker in enumerate(("a", "b"))]
+    c2_expired = T0 + 150_000 + 15_000 + config.session_timeout_ms + 1   # its entry at a
     seen_other_view = T0 + 300_000 + 1_000
     raws.append(hb("c3", ["T"], ts=seen_other_view, broker="a", view={"clients": ["c3"]}))
     items = parsed(raws)
-    entry, steps = None, []
-    for start in range(T0, seen_other_view + BATCH_MS, BATCH_MS):
+    steps, wakes = _in_batches(items, seen_other_view, config)
+    first_woken = next(at for at in range(0, 400_000, BATCH_MS) if at - 10_000 > c2_expired - T0)
+    assert wakes == [first_woken]
+    c2_joined = phases["c2"] - phases["c2"] % BATCH_MS
+    assert [at for at, _ in steps] == [0, c2_joined, first_woken, seen_other_view - T0 - 1_000]
+    _, _, (_, expired), (_, changed) = steps
+    assert expired.metrics.members == 2
+    assert {r.kind for r in changed.findings} >= {"double_assignment", "view_divergent"}
+    exact_steps, _ = _in_batches(items, seen_other_view, StepConfig(exact=True))
+    assert [r.to_json() for _, out in steps for r in out.findings] == [
+        r.to_json() for _, out in exact_steps for r in out.findings]
+
+
+def _in_batches(items, end: int, config: StepConfig):
+    """advance() per 2 s batch with a watermark 10 s behind, the group called as Spark calls
+    it: the steps (batch start, output) and the batches it was woken in without events."""
+    entry, steps, wakes = None, [], []
+    for start in range(T0, end + BATCH_MS, BATCH_MS):
         events = [item for item in items if start <= item[0].ts < start + BATCH_MS]
         watermark = start - 10_000
-        if not events and (entry is None or not is_due(entry, watermark)):
-            continue        # Spark calls the group only with events or once its timeout is due
+        if not events:
+            if entry is None or not is_due(entry, watermark):
+                continue
+            wakes.append(start - T0)
         advanced = advance(entry, events, watermark, config)
         entry = advanced.entry
         if advanced.output is not None:
             steps.append((start - T0, advanced.output))
-    first, *refreshed, last = steps
-    assert first[0] == 0
-    assert last[0] == seen_other_view - T0 - 1_000
-    assert {r.kind for r in last[1].findings} >= {"double_assignment", "view_divergent"}
-    # The sessions are refreshed only in the view a step leaves: a heartbeat later than the
-    # view's first deadline (120 s after its oldest heartbeat) is not a refresh of it (in the
-    # view, a session expired before it), so the group steps once every 120 s.
-    assert [at for at, _ in refreshed] == [120_000, 240_000]
-    assert all(out.findings == [] for _, out in refreshed)
+    return steps, wakes
+
+
+def test_a_group_keeps_at_most_its_cap_of_refreshes_and_caps_differ_between_groups():
+    """One client heartbeats every second, each batch alone, with no watermark: the group
+    steps each time its cap of refreshes wait, and its cap is its own (half of MAX_KEPT to
+    MAX_KEPT by its name), so groups that started together do not step together."""
+    config = StepConfig(exact=False)
+    caps = {kept_cap(f"group-{n}") for n in range(50)}
+    assert min(caps) >= MAX_KEPT // 2 and max(caps) <= MAX_KEPT and len(caps) > 10
+    items = parsed([hb("c1", ["T"], ts=T0 + 1_000 * n) for n in range(3 * MAX_KEPT)])
+    entry, stepped_at = None, []
+    for n, item in enumerate(items):
+        advanced = advance(entry, [item], None, config)
+        if advanced.output is not None:
+            stepped_at.append(n)
+        entry = advanced.entry
+    cap = kept_cap(items[0][0].group)
+    assert stepped_at == list(range(0, len(items), cap + 1))
 
 
 @pytest.mark.parametrize("module", ["streaming.core.state.refresh", "streaming.core.advance",

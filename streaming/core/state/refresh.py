@@ -10,8 +10,10 @@ as a `Kept` reference, the event rebuilt from the view when the group next steps
 What makes an event a refresh here, and why each condition:
 - it sorts after the view's window and at or after its `now`, as `step` requires of events it
   puts onto the view, so it is applied after everything the view holds;
-- it comes before the view's next deadline, so no session (of any member or broker entry)
-  expires before it: the group's members at its time are the view's;
+- it comes before the view's next deadline as the refreshes already kept renew it (`Renewal`),
+  so no session (of any member or broker entry) expires before it: the group's members at its
+  time are the view's. A steady group therefore keeps its refreshes past the view's own
+  deadline, and steps only when something changes or its kept refreshes reach its cap;
 - it equals, field for field but its time, the event rebuilt from the view: the heartbeat of
   a member with the member's facts through a broker the member already uses, or a route with
   the queues the view has. `apply_event` then reports no change (times at or after `now` are at
@@ -33,15 +35,24 @@ What makes an event a refresh here, and why each condition:
 from __future__ import annotations
 
 import struct
+import zlib
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from streaming.core.state.events import Alive, Event, Heartbeat, Route, with_ts
-from streaming.core.state.group import FACTS, GroupState, Member, next_deadline
+from streaming.core.state.group import FACTS, GroupState, Member, MemberKey, next_deadline
 
-# A group steps once this many refreshes wait beside its blob, so that what a shard stores per
-# group stays small whatever the heartbeat rate (a step takes them all).
+# A group steps once its cap of refreshes wait beside its blob, so that what a shard stores per
+# group stays small whatever the heartbeat rate (a step takes them all). The cap lies between
+# half of MAX_KEPT and MAX_KEPT by the group's name: groups that started together and heartbeat
+# at one rate would otherwise fill up, and step, in the same batch.
 MAX_KEPT = 256
+
+
+def kept_cap(group: str) -> int:
+    """How many refreshes the group keeps before it steps (stable across workers and restarts)."""
+    half = MAX_KEPT // 2
+    return half + zlib.crc32(group.encode("utf-8", "surrogatepass")) % (half + 1)
 
 
 class Kept(NamedTuple):
@@ -78,6 +89,39 @@ class AliveSource(NamedTuple):
 
 Source = HeartbeatSource | RouteSource | AliveSource
 
+# A session `next_deadline` watches: a member's own ((key, None)) or its entry at one broker;
+# None is the group itself, which expires a session timeout after its last event once no
+# member is left.
+Session = tuple[MemberKey, str | None] | None
+
+
+class Renewal:
+    """The view's sessions with the last heartbeat the kept refreshes give each (a refresh sets
+    its sessions' times to its own, as `apply_event` would: it is at or after every time the
+    view holds), and the deadline that follows: `next_deadline` of the view with the kept
+    refreshes applied. A refresh is kept only before that deadline, so each session's
+    heartbeats leave no gap of a session timeout: no session expired at any kept time."""
+
+    def __init__(self, sessions: dict[Session, int], timeout_ms: int) -> None:
+        self.kept = b""
+        self._last = sessions
+        self._timeout_ms = timeout_ms
+        self._oldest: int | None = None
+
+    def renew(self, sessions: Iterable[Session], ts: int) -> None:
+        last = self._last
+        for session in sessions:
+            if last[session] < ts:
+                if last[session] == self._oldest:
+                    self._oldest = None
+                last[session] = ts
+
+    def deadline(self) -> int:
+        """The first event time at which a session has expired (as `_deadline` in group.py)."""
+        if self._oldest is None:
+            self._oldest = min(self._last.values())
+        return self._oldest + self._timeout_ms + 1
+
 
 class Refreshes:
     """What one view (the state a step left, as its blob stores it) takes as a refresh.
@@ -98,6 +142,11 @@ class Refreshes:
         self._sources: list[Source] | None = None
         self._index: dict[object, int] = {}
         self._templates: dict[int, Event] = {}
+        self.cap = kept_cap(view.group)
+        self._timeout_ms = view.session_timeout_ms
+        self._clock = view.clock
+        self._renewal: Renewal | None = None
+        self._renews: dict[int, tuple[Session, ...]] = {}
 
     @property
     def sources(self) -> list[Source]:
@@ -115,9 +164,34 @@ class Refreshes:
         return self._sources, self._index
 
     def keep(self, event: Event, offset: int) -> Kept | None:
-        """The reference to keep for `event` if it is a refresh of this view, else None."""
+        """The reference to keep for `event` if it is a refresh of this view (and nothing is
+        kept yet), else None."""
+        return self._reference(event, offset) if event.ts < self.deadline else None
+
+    def keep_all(self, events: Iterable[tuple[Event, int]], watermark_ms: int | None,
+                 kept: bytes) -> tuple[bytes, int] | None:
+        """`kept` with the events packed after it, and the deadline they all renew (when the
+        watermark must wake the group), if every event is a refresh, no session expires by
+        the watermark (a step would expire it) and the group would not hold more than its
+        cap; else None (the group steps)."""
+        renewal = self._renewed(kept)
+        count = len(kept) // KEPT_RECORD.size
+        if watermark_ms is not None and watermark_ms >= renewal.deadline():
+            return None
+        added: list[Kept] = []
+        for event, offset in events:
+            ref = None if event.ts >= renewal.deadline() else self._reference(event, offset)
+            if ref is None or count + len(added) >= self.cap:
+                self._renewal = None        # it renewed what is not kept
+                return None
+            renewal.renew(self._renewed_by(ref.source), ref.ts)
+            added.append(ref)
+        renewal.kept = kept + pack_kept(added)
+        return renewal.kept, renewal.deadline()
+
+    def _reference(self, event: Event, offset: int) -> Kept | None:
         ts = event.ts
-        if not self.accepts or ts < self.now or ts >= self.deadline or (
+        if not self.accepts or ts < self.now or (
                 self.last_pending is not None and (ts, offset) <= self.last_pending):
             return None
         if isinstance(event, Heartbeat):
@@ -138,20 +212,50 @@ class Refreshes:
             return None
         return Kept(source, ts, offset)
 
-    def keep_all(self, events: Iterable[tuple[Event, int]], watermark_ms: int | None,
-                 waiting: int) -> bytes | None:
-        """The events packed as references if every one is a refresh, none of the view's
-        sessions expires by the watermark (a step would expire it) and the group would not
-        hold more than MAX_KEPT; else None (the group steps)."""
-        if watermark_ms is not None and watermark_ms >= self.deadline:
-            return None
-        kept: list[Kept] = []
-        for event, offset in events:
-            ref = self.keep(event, offset)
-            if ref is None or waiting + len(kept) >= MAX_KEPT:
-                return None
-            kept.append(ref)
-        return pack_kept(kept)
+    def _renewed(self, kept: bytes) -> Renewal:
+        """The view's sessions renewed by the kept refreshes: folded on from the last call when
+        `kept` extends what it folded (the group's kept refreshes only grow until it steps)."""
+        renewal = self._renewal
+        if renewal is None or not kept.startswith(renewal.kept):
+            renewal = self._renewal = Renewal(self._sessions(), self._timeout_ms)
+        for source, ts, _ in KEPT_RECORD.iter_unpack(kept[len(renewal.kept):]):
+            if not 0 <= source < len(self.sources):
+                raise ValueError(f"kept refresh of source {source}; "
+                                 f"the view has {len(self.sources)}")
+            renewal.renew(self._renewed_by(source), ts)
+        renewal.kept = kept
+        return renewal
+
+    def _sessions(self) -> dict[Session, int]:
+        """Each session `next_deadline` watches, with its last heartbeat in the view."""
+        if not self._members:
+            return {None: self._clock}
+        return {session: seen for key, member in self._members.items()
+                for session, seen in (((key, None), member.last_seen),
+                                      *(((key, b), t) for b, t in member.brokers.items()))}
+
+    def _renewed_by(self, source: int) -> tuple[Session, ...]:
+        """The sessions a refresh of the source renews, as `apply_event` moves their times (a
+        route moves only the group's clock, which is a session only without members)."""
+        renews = self._renews.get(source)
+        if renews is None:
+            renews = self._renews[source] = self._sessions_of(source)
+        return renews
+
+    def _sessions_of(self, index: int) -> tuple[Session, ...]:
+        if not self._members:
+            return (None,)
+        source = self.sources[index]
+        if isinstance(source, str):
+            return ()
+        if isinstance(source, AliveSource):
+            template = self._template(index)
+            assert isinstance(template, Alive)
+            members, broker = template.members, source.broker
+        else:
+            members, broker = (source[:2],), source[2]
+        return tuple(session for key in members
+                     for session in ((key, None), *(((key, broker),) if broker else ())))
 
     def events(self, kept: Sequence[Kept]) -> list[tuple[Event, int]]:
         """The kept refreshes as the events that sent them, for the group's next step."""
