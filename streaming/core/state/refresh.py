@@ -13,7 +13,8 @@ What makes an event a refresh here, and why each condition:
 - it comes before the view's next deadline as the refreshes already kept renew it (`Renewal`),
   so no session (of any member or broker entry) expires before it: the group's members at its
   time are the view's. A steady group therefore keeps its refreshes past the view's own
-  deadline, and steps only when something changes or its kept refreshes reach its cap;
+  deadline, and steps only when something changes, a session expires or its kept refreshes
+  reach its cap;
 - it equals, field for field but its time, the event rebuilt from the view: the heartbeat of
   a member with the member's facts through a broker the member already uses, or a route with
   the queues the view has. `apply_event` then reports no change (times at or after `now` are at
@@ -130,6 +131,7 @@ class Renewal:
         if self._stale:
             self._oldest, self._stale = min(self._last.values()), False
         return self.bound
+
 
 class Refreshes:
     """What one view (the state a step left, as its blob stores it) takes as a refresh.
