@@ -20,6 +20,7 @@ of the state and their arguments, so a replay in (ts, offset) order is determini
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import TYPE_CHECKING, NamedTuple
@@ -261,8 +262,26 @@ def _remove(state: GroupState, key: MemberKey) -> None:
 
 
 def _deadline(state: GroupState, last_seen: int) -> int:
+    return deadline_after(last_seen, state.session_timeout_ms)
+
+
+def deadline_after(last_seen: int, session_timeout_ms: int) -> int:
     """First event time at which a session last refreshed at last_seen has expired."""
-    return last_seen + state.session_timeout_ms + 1
+    return last_seen + session_timeout_ms + 1
+
+
+# A session that expires: a member's own (broker None) or its entry at one broker; None is the
+# group itself, which expires a session timeout after its last event once no member is left.
+Session = tuple[MemberKey, str | None] | None
+
+
+def session_times(members: Mapping[MemberKey, Member], clock: int) -> dict[Session, int]:
+    """Each session `next_deadline` watches, with its last heartbeat (or event)."""
+    if not members:
+        return {None: clock}
+    return {session: seen for key, member in members.items()
+            for session, seen in (((key, None), member.last_seen),
+                                  *(((key, b), t) for b, t in member.brokers.items()))}
 
 
 def expire_until(state: GroupState, until: int) -> list[tuple[int, Change]]:
@@ -311,10 +330,7 @@ def _expire(state: GroupState, entries: list[tuple[MemberKey, str | None]]) -> C
 def next_deadline(state: GroupState) -> int:
     """The next event time at which something expires: a member, a broker's entry for one, or,
     with no member left, the group itself (no event for a session timeout)."""
-    if not state.members:
-        return _deadline(state, state.clock)
-    return min(_deadline(state, seen) for member in state.members.values()
-               for seen in (member.last_seen, *member.brokers.values()))
+    return _deadline(state, min(session_times(state.members, state.clock).values()))
 
 
 def forget_tombstones(state: GroupState, before: int) -> None:

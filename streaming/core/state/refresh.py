@@ -41,7 +41,15 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from streaming.core.state.events import Alive, Event, Heartbeat, Route, with_ts
-from streaming.core.state.group import FACTS, GroupState, Member, MemberKey, next_deadline
+from streaming.core.state.group import (
+    FACTS,
+    GroupState,
+    Member,
+    Session,
+    deadline_after,
+    next_deadline,
+    session_times,
+)
 
 # A group steps once its cap of refreshes wait beside its blob, so that what a shard stores per
 # group stays small whatever the heartbeat rate (a step takes them all). The cap lies between
@@ -92,12 +100,6 @@ class AliveSource(NamedTuple):
 
 Source = HeartbeatSource | RouteSource | AliveSource
 
-# A session `next_deadline` watches: a member's own ((key, None)) or its entry at one broker;
-# None is the group itself, which expires a session timeout after its last event once no
-# member is left.
-Session = tuple[MemberKey, str | None] | None
-
-
 class Renewal:
     """The view's sessions with the last heartbeat the kept refreshes give each (a refresh sets
     its sessions' times to its own, as `apply_event` would: it is at or after every time the
@@ -124,10 +126,10 @@ class Renewal:
         """At most the deadline: its value when last computed (renewals only move it later).
         In a steady fleet each heartbeat renews the oldest session, so the exact deadline is
         computed only when an event or the watermark reaches this bound, or once a batch."""
-        return self._oldest + self._timeout_ms + 1
+        return deadline_after(self._oldest, self._timeout_ms)
 
     def deadline(self) -> int:
-        """The first event time at which a session has expired (as `_deadline` in group.py)."""
+        """The first event time at which a session has expired."""
         if self._stale:
             self._oldest, self._stale = min(self._last.values()), False
         return self.bound
@@ -196,7 +198,7 @@ class Refreshes:
             if ref is None or count + len(added) >= self.cap:
                 self._renewal = None        # it renewed what is not kept
                 return None
-            renewal.renew(self._renews.get(ref.source) or self._renewed_by(ref.source), ref.ts)
+            renewal.renew(self._renewed_by(ref.source), ref.ts)
             added.append(ref)
         renewal.kept = kept + pack_kept(added)
         return renewal.kept, renewal.deadline()
@@ -229,7 +231,8 @@ class Refreshes:
         `kept` extends what it folded (the group's kept refreshes only grow until it steps)."""
         renewal = self._renewal
         if renewal is None or not kept.startswith(renewal.kept):
-            renewal = self._renewal = Renewal(self._sessions(), self._timeout_ms)
+            renewal = self._renewal = Renewal(session_times(self._members, self._clock),
+                                               self._timeout_ms)
         for source, ts, _ in KEPT_RECORD.iter_unpack(kept[len(renewal.kept):]):
             if not 0 <= source < len(self.sources):
                 raise ValueError(f"kept refresh of source {source}; "
@@ -237,14 +240,6 @@ class Refreshes:
             renewal.renew(self._renewed_by(source), ts)
         renewal.kept = kept
         return renewal
-
-    def _sessions(self) -> dict[Session, int]:
-        """Each session `next_deadline` watches, with its last heartbeat in the view."""
-        if not self._members:
-            return {None: self._clock}
-        return {session: seen for key, member in self._members.items()
-                for session, seen in (((key, None), member.last_seen),
-                                      *(((key, b), t) for b, t in member.brokers.items()))}
 
     def _renewed_by(self, source: int) -> tuple[Session, ...]:
         """The sessions a refresh of the source renews, as `apply_event` moves their times (a
