@@ -4,8 +4,9 @@
     metadata = confluent_admin("kafka:9092", timeout_s=10.0)      # topics' partition counts
 
 kafka-python's KafkaAdminClient decodes each classic member's subscription and assignment
-(DescribeGroups), and here also describes KIP-848 consumer groups and share groups
-(producers/kafka/protocol.py). confluent-kafka's AdminClient reads the cluster's topics.
+(DescribeGroups), and here also describes KIP-848 consumer groups, share groups and KIP-1071
+streams groups (producers/kafka/protocol.py). confluent-kafka's AdminClient reads the cluster's
+topics.
 Both reconnect after an outage within MAX_RECONNECT_BACKOFF_S, and every request of kafka-python's
 lasts at most the timeout, connecting included.
 """
@@ -50,6 +51,9 @@ def _admin_class():
 
         def describe_share_groups(self, group_ids):
             return protocol.describe_share_groups(self, group_ids, self._timeout_s())
+
+        def describe_streams_groups(self, group_ids):
+            return protocol.describe_streams_groups(self, group_ids, self._timeout_s())
 
         def unsupported_group_types(self) -> tuple[str, ...]:
             return protocol.unsupported_group_types(self)

@@ -6,7 +6,8 @@
 
 Per poll: ListGroups (v5 says which type each group is), a description of each group the way its
 type needs (DescribeGroups for a classic group; ConsumerGroupDescribe, API 69, for a KIP-848
-group; ShareGroupDescribe, API 77, for a share group: producers/kafka/protocol.py), a classic
+group; ShareGroupDescribe, API 77, for a share group; StreamsGroupDescribe, API 89, for a
+streams group: producers/kafka/protocol.py), a classic
 group's committed offsets (its topics when its members are unreadable), and the topics' partition
 counts. A group that migrates from classic to consumer is asked the new way from the next poll
 on, with the same member ids.
@@ -38,35 +39,40 @@ from producers.kafka.translate import (
     translate_gone_group,
     translate_group,
     translate_share_group,
+    translate_streams_group,
 )
 from streaming.common.faults import error_cause
 from streaming.common.kafka_options import KafkaClientOptions
 
 log = logging.getLogger("rebalance_monitor.observe_kafka")
 
-# How each group type is described: DescribeGroups (kafka-python) for classic groups, the KIP-848
-# and KIP-932 APIs (producers/kafka/protocol.py) for the groups the broker assigns.
+# How each group type is described: DescribeGroups (kafka-python) for classic groups, the KIP-848,
+# KIP-932 and KIP-1071 APIs (producers/kafka/protocol.py) for the groups the broker assigns.
 DESCRIBE_REQUESTS = {"classic": "describe_groups", "consumer": "describe_consumer_groups",
-                     "share": "describe_share_groups"}
+                     "share": "describe_share_groups", "streams": "describe_streams_groups"}
+TRANSLATIONS = {protocol.ConsumerGroupDescription: translate_consumer_group,
+                protocol.ShareGroupDescription: translate_share_group,
+                protocol.StreamsGroupDescription: translate_streams_group}
 GROUP_ID_NOT_FOUND = 69
 
 
 def _watched_types(listed: Iterable[Mapping]) -> dict[str, str]:
     """group -> type of the listed groups the observer watches: consumer groups of every type
-    (ListGroups v5 names it; older brokers list classic groups only) and share groups. Streams
-    groups (KIP-1071) and other protocols (Connect) are not consumer groups.
+    (ListGroups v5 names it; older brokers list classic groups only), share groups and streams
+    groups (KIP-1071). Classic groups of other protocols (Connect, or Kafka Streams on the
+    classic protocol, whose assignment is its own) are not watched.
 
     >>> _watched_types([{"group_id": "a", "protocol_type": "consumer", "group_type": "consumer"},
     ...                 {"group_id": "b", "protocol_type": "consumer"},
     ...                 {"group_id": "c", "protocol_type": "share", "group_type": "share"},
     ...                 {"group_id": "d", "protocol_type": "connect", "group_type": "classic"},
     ...                 {"group_id": "e", "protocol_type": "streams", "group_type": "streams"}])
-    {'a': 'consumer', 'b': 'classic', 'c': 'share'}
+    {'a': 'consumer', 'b': 'classic', 'c': 'share', 'e': 'streams'}
     """
     watched = {}
     for group in listed:
         kind = (group.get("group_type") or "classic").lower()
-        if kind in ("consumer", "share") or (
+        if kind in ("consumer", "share", "streams") or (
                 kind == "classic" and group.get("protocol_type") in ("consumer", "", None)):
             watched[group["group_id"]] = kind
     return watched
@@ -201,11 +207,11 @@ class KafkaGroupObserver:
     def _translate_broker_assigned(self, name: str, description: protocol.GroupDescription,
                                    partitions: Mapping[str, int], ts_ms: int, listed: bool,
                                    previous: tuple[str, ...]) -> Translation | None:
-        """A KIP-848 or share group's events; None when its description is an error (counted)."""
+        """A KIP-848, share or streams group's events; None when its description is an error
+        (counted)."""
         if description.error_code == 0:
-            translate = (translate_consumer_group if isinstance(
-                description, protocol.ConsumerGroupDescription) else translate_share_group)
-            return translate(description, partitions, ts_ms, previous_members=previous)
+            return TRANSLATIONS[type(description)](description, partitions, ts_ms,
+                                                   previous_members=previous)
         if not listed and description.error_code == GROUP_ID_NOT_FOUND:
             return translate_gone_group(name, ts_ms, previous)
         error = description.error

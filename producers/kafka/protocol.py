@@ -1,10 +1,11 @@
-"""Ask a Kafka 4.x broker about KIP-848 consumer groups and KIP-932 share groups, through
-kafka-python 3's own protocol machinery.
+"""Ask a Kafka 4.x broker about KIP-848 consumer groups, KIP-932 share groups and KIP-1071
+streams groups, through kafka-python 3's own protocol machinery.
 
     from kafka.admin import KafkaAdminClient
     client = KafkaAdminClient(bootstrap_servers="kafka:9092")
     describe_consumer_groups(client, ["orders"], timeout_s=10)   # {"orders": ConsumerGroupDescription}
     describe_share_groups(client, ["jobs"], timeout_s=10)        # {"jobs": ShareGroupDescription}
+    describe_streams_groups(client, ["app"], timeout_s=10)       # {"app": StreamsGroupDescription}
     list_groups(client, timeout_s=10)                            # [ListedGroup, ...]
 
 What it asks, and why:
@@ -18,11 +19,17 @@ What it asks, and why:
   reconciled yet. This module reads them from the raw response.
 - ShareGroupDescribe (API key 77, KIP-932) of each group's coordinator: the same for share
   groups (no target assignment, no instance id, no member type in that API).
+- StreamsGroupDescribe (API key 89, KIP-1071) of each group's coordinator: a Kafka Streams
+  application run with `group.protocol=streams` is a group whose broker assigns *tasks*
+  (subtopology, partition), active, standby and warm-up, each current and target per member,
+  with the group's, the target assignment's and the topology's epochs. The broker answers it
+  only while streams groups are enabled (the `streams.version` feature, on by default from 4.2):
+  otherwise UNSUPPORTED_VERSION for the whole request.
 - ListGroups (API key 16) of every broker, at the highest version both sides speak; v5 gives
   each group's type ("classic", "consumer", "share", "streams"). KafkaAdminClient already
   negotiates that version and keeps the field; list_groups only wraps its answer.
 
-kafka-python 3 ships no schema for keys 69 and 77, so producers/kafka/schemas/ holds Apache
+kafka-python 3 ships no schema for keys 69, 77 and 89, so producers/kafka/schemas/ holds Apache
 Kafka 4.3.1's own JSON message schemas (verbatim, from kafka-clients-4.3.1-sources.jar) and the
 request/response classes below are generated from them, exactly as kafka-python generates its
 own. Requests are grouped by coordinator, one per coordinator, at the highest version both the
@@ -52,14 +59,18 @@ __all__ = [
     "TopicPartition", "UnsupportedGroupApi",
     "ConsumerGroupMember", "ConsumerGroupDescription",
     "ShareGroupMember", "ShareGroupDescription", "ListedGroup",
-    "describe_consumer_groups", "describe_share_groups", "list_groups",
+    "StreamsTasks", "StreamsGroupMember", "Subtopology", "StreamsGroupDescription",
+    "describe_consumer_groups", "describe_share_groups", "describe_streams_groups", "list_groups",
     "ConsumerGroupDescribeRequest", "ConsumerGroupDescribeResponse",
     "ShareGroupDescribeRequest", "ShareGroupDescribeResponse",
+    "StreamsGroupDescribeRequest", "StreamsGroupDescribeResponse",
     "consumer_group_describe_request", "share_group_describe_request",
-    "parse_consumer_group_describe", "parse_share_group_describe",
+    "streams_group_describe_request",
+    "parse_consumer_group_describe", "parse_share_group_describe", "parse_streams_group_describe",
 ]
 
 TopicPartition = tuple[str, int]
+Task = tuple[str, int]   # a Kafka Streams task: (subtopology id, partition), "0_1" in its logs
 
 
 # Declaring a response class registers it with kafka-python by API key, so a connection decodes
@@ -77,6 +88,14 @@ class ShareGroupDescribeRequest(ApiMessage, load_json=schemas):
 
 
 class ShareGroupDescribeResponse(ApiMessage, load_json=schemas):
+    pass
+
+
+class StreamsGroupDescribeRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class StreamsGroupDescribeResponse(ApiMessage, load_json=schemas):
     pass
 
 
@@ -109,7 +128,8 @@ class ConsumerGroupMember:
 
 @dataclass(frozen=True)
 class GroupDescription:
-    """What ConsumerGroupDescribe and ShareGroupDescribe both say of a group."""
+    """What ConsumerGroupDescribe, ShareGroupDescribe and StreamsGroupDescribe all say of a
+    group."""
 
     group_id: str
     error_code: int
@@ -147,6 +167,46 @@ class ShareGroupDescription(GroupDescription):
 
 
 @dataclass(frozen=True)
+class StreamsTasks:
+    """One assignment of a streams member (current or target), each kind sorted."""
+
+    active: tuple[Task, ...] = ()
+    standby: tuple[Task, ...] = ()
+    warmup: tuple[Task, ...] = ()
+
+
+@dataclass(frozen=True)
+class StreamsGroupMember:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str          # the stream thread's consumer client id
+    client_host: str
+    member_epoch: int
+    topology_epoch: int
+    process_id: str         # the KafkaStreams instance: its threads are members of one process
+    assignment: StreamsTasks
+    target_assignment: StreamsTasks
+
+
+@dataclass(frozen=True)
+class Subtopology:
+    subtopology_id: str
+    source_topics: tuple[str, ...]
+    repartition_source_topics: tuple[tuple[str, int], ...]   # (name, partitions)
+
+
+@dataclass(frozen=True)
+class StreamsGroupDescription(GroupDescription):
+    """`subtopologies` is None while the broker has no configured topology for the group (not
+    initialized, or source or internal topics missing: state NotReady)."""
+
+    topology_epoch: int | None
+    subtopologies: tuple[Subtopology, ...] | None
+    members: tuple[StreamsGroupMember, ...]
+
+
+@dataclass(frozen=True)
 class ListedGroup:
     group_id: str
     protocol_type: str
@@ -170,6 +230,15 @@ def share_group_describe_request(group_ids: Iterable[str], version: int | None =
                                  ) -> ShareGroupDescribeRequest:
     request = ShareGroupDescribeRequest(group_ids=list(group_ids),
                                         include_authorized_operations=False)
+    if version is not None:
+        request.API_VERSION = version
+    return request
+
+
+def streams_group_describe_request(group_ids: Iterable[str], version: int | None = None
+                                   ) -> StreamsGroupDescribeRequest:
+    request = StreamsGroupDescribeRequest(group_ids=list(group_ids),
+                                          include_authorized_operations=False)
     if version is not None:
         request.API_VERSION = version
     return request
@@ -236,6 +305,59 @@ def parse_share_group_describe(response: ShareGroupDescribeResponse
     return described
 
 
+# Kafka 4.3's streams groups have one task assignor, the broker's StickyTaskAssignor; the
+# describe API does not name it.
+STREAMS_ASSIGNOR = "sticky"
+
+
+def _tasks(task_ids) -> tuple[Task, ...]:
+    return tuple(sorted((task.subtopology_id, partition)
+                        for task in task_ids or () for partition in task.partitions))
+
+
+def _streams_tasks(assignment) -> StreamsTasks:
+    if assignment is None:
+        return StreamsTasks()
+    return StreamsTasks(_tasks(assignment.active_tasks), _tasks(assignment.standby_tasks),
+                        _tasks(assignment.warmup_tasks))
+
+
+def parse_streams_group_describe(response: StreamsGroupDescribeResponse
+                                 ) -> dict[str, StreamsGroupDescription]:
+    described = {}
+    for group in response.groups:
+        topology = group.topology
+        subtopologies = None if topology is None or topology.subtopologies is None else tuple(
+            Subtopology(subtopology_id=sub.subtopology_id,
+                        source_topics=tuple(sub.source_topics or ()),
+                        repartition_source_topics=tuple(
+                            (topic.name, topic.partitions)
+                            for topic in sub.repartition_source_topics or ()))
+            for sub in topology.subtopologies)
+        members = tuple(
+            StreamsGroupMember(
+                member_id=member.member_id,
+                instance_id=member.instance_id,
+                rack_id=member.rack_id,
+                client_id=member.client_id,
+                client_host=member.client_host,
+                member_epoch=member.member_epoch,
+                topology_epoch=member.topology_epoch,
+                process_id=member.process_id,
+                assignment=_streams_tasks(member.assignment),
+                target_assignment=_streams_tasks(member.target_assignment),
+            )
+            for member in group.members or ())
+        described[group.group_id] = StreamsGroupDescription(
+            group_id=group.group_id, error_code=group.error_code,
+            error_message=group.error_message, group_state=group.group_state,
+            group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
+            assignor_name=STREAMS_ASSIGNOR,
+            topology_epoch=None if topology is None else topology.epoch,
+            subtopologies=subtopologies, members=members)
+    return described
+
+
 # -- Talking to the cluster ----------------------------------------------------------------
 
 D = TypeVar("D")
@@ -253,15 +375,16 @@ def _run(client, timeout_s: float, work: Callable[[], Any]):
 
 
 def unsupported_group_types(client) -> tuple[str, ...]:
-    """The group types ("consumer", "share") whose describe API the cluster's broker lacks
-    (a 3.x broker has no ShareGroupDescribe; one before 3.7 no ConsumerGroupDescribe either);
-    () before the client has bootstrapped."""
+    """The group types ("consumer", "share", "streams") whose describe API the cluster's broker
+    lacks (a 3.x broker has no ShareGroupDescribe or StreamsGroupDescribe; one before 3.7 no
+    ConsumerGroupDescribe either); () before the client has bootstrapped."""
     versions = client._manager.broker_version_data
     if versions is None:
         return ()
     missing = []
     for kind, request_class in (("consumer", ConsumerGroupDescribeRequest),
-                                ("share", ShareGroupDescribeRequest)):
+                                ("share", ShareGroupDescribeRequest),
+                                ("streams", StreamsGroupDescribeRequest)):
         try:
             versions.api_version(request_class)
         except Errors.IncompatibleBrokerVersion:
@@ -334,6 +457,15 @@ def describe_share_groups(client, group_ids: Iterable[str], timeout_s: float = 3
     return _describe(client, group_ids, timeout_s, ShareGroupDescribeRequest,
                      share_group_describe_request,
                      parse_share_group_describe)
+
+
+def describe_streams_groups(client, group_ids: Iterable[str], timeout_s: float = 30.0
+                            ) -> dict[str, StreamsGroupDescription]:
+    """StreamsGroupDescribe of each group's coordinator (one request per coordinator). A group
+    that is not a streams group comes back with error_code 69 (GROUP_ID_NOT_FOUND)."""
+    return _describe(client, group_ids, timeout_s, StreamsGroupDescribeRequest,
+                     streams_group_describe_request,
+                     parse_streams_group_describe)
 
 
 def list_groups(client, timeout_s: float = 30.0) -> list[ListedGroup]:

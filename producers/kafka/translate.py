@@ -10,7 +10,10 @@ A classic group comes as DescribeGroups gives it (kafka-python 3 dicts or 2.x tu
 (`translate_consumer_group`): each heartbeat adds the group type, the member's target assignment
 and the member, group and target-assignment epochs; `owned` is then the member's current
 assignment (with the partitions it still has to revoke) and `strategy` the broker's assignor.
-A share group (KIP-932) comes as ShareGroupDescribe gives it (`translate_share_group`).
+A share group (KIP-932) comes as ShareGroupDescribe gives it (`translate_share_group`). A streams
+group (KIP-1071, a Kafka Streams application run with `group.protocol=streams`) comes as
+StreamsGroupDescribe gives it (`translate_streams_group`): the broker assigns it tasks, not
+partitions, and a task is a queue of its subtopology's task space (`task_space`).
 
 Some brokers answer DescribeGroups without members, or with members whose subscription and
 assignment are empty (the embedded tansu broker does). The translation then says so in its
@@ -24,7 +27,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from producers import events
-from producers.kafka.protocol import ConsumerGroupDescription, ShareGroupDescription
+from producers.kafka.protocol import (
+    ConsumerGroupDescription,
+    ShareGroupDescription,
+    StreamsGroupDescription,
+)
 
 KAFKA_ASSIGNORS = ("range", "roundrobin", "sticky", "cooperative-sticky")
 
@@ -146,6 +153,59 @@ def translate_share_group(description: ShareGroupDescription,
     beats = [_broker_assigned_heartbeat(description, member, "share", ts_ms)
              for member in description.members]
     return _translation(description.group_id, beats, partitions, ts_ms, previous_members)
+
+
+def task_space(subtopology_id: str) -> str:
+    """The topic a streams group's tasks of one subtopology are events of: task 0_3 (subtopology
+    "0", partition 3) is queue 3 of "subtopology 0". No Kafka topic has a space in its name, so
+    it never meets a real topic.
+
+    >>> task_space("0")
+    'subtopology 0'
+    """
+    return f"subtopology {subtopology_id}"
+
+
+def translate_streams_group(description: StreamsGroupDescription,
+                            partitions: Mapping[str, int], ts_ms: int, *,
+                            previous_members: Iterable[str] = ()) -> Translation:
+    """Events for one streams group as StreamsGroupDescribe gives it: per member (a stream
+    thread), its current active tasks (`owned`), its target active tasks and the epochs; a
+    route per subtopology whose task count the topology gives (its largest source topic). An
+    active task is processed by one member only, as a partition is in a consumer group; standby
+    and warm-up tasks only copy state and are not reported yet."""
+    spaces = {task_space(sub.subtopology_id): _task_count(sub, partitions)
+              for sub in description.subtopologies or ()}
+    beats = []
+    for member in description.members:
+        owned = [[task_space(s), p] for s, p in member.assignment.active]
+        target = [[task_space(s), p] for s, p in member.target_assignment.active]
+        topics = sorted(set(spaces) | {t for t, _ in owned} | {t for t, _ in target})
+        beats.append(events.heartbeat(
+            ts_ms, description.group_id, member.member_id, topics, description.assignor_name,
+            system="kafka", group_type="streams", owned=owned, target=target,
+            member_epoch=member.member_epoch, group_epoch=description.group_epoch,
+            assignment_epoch=description.assignment_epoch,
+            address=(member.client_host or "").lstrip("/") or None))
+    counts = {space: count for space, count in spaces.items() if count is not None}
+    out = _translation(description.group_id, beats, counts, ts_ms, previous_members)
+    if description.subtopologies is None:
+        out.warnings.append(
+            f"group {description.group_id}: the broker has no configured topology for it "
+            f"(state {description.group_state}: source or internal topics missing, or not "
+            "initialized); its task counts are unknown")
+    return out
+
+
+def _task_count(subtopology, partitions: Mapping[str, int]) -> int | None:
+    """A subtopology's tasks: as many as the partitions of its largest source topic (Kafka
+    Streams makes one task per partition of co-partitioned inputs); None when the cluster
+    metadata lacks a source topic."""
+    counts = [partitions.get(topic) for topic in subtopology.source_topics]
+    counts += [count for _, count in subtopology.repartition_source_topics]
+    if not counts or any(count is None for count in counts):
+        return None
+    return max(counts)
 
 
 def translate_gone_group(group: str, ts_ms: int, previous_members: Iterable[str]) -> Translation:

@@ -30,6 +30,13 @@ from typing import Any, Literal, NamedTuple, TypeVar, Union, get_args, get_origi
 # The cluster of events that name none (docs/events.md).
 DEFAULT_CLUSTER = "default"
 
+# Kafka group types. A classic group's members assign through their leader; the broker assigns
+# the others: KIP-848 "consumer" groups, KIP-932 "share" groups (several members per partition
+# by design) and KIP-1071 "streams" groups (Kafka Streams tasks, each a queue of its
+# subtopology's task space).
+KAFKA_GROUP_TYPES = ("classic", "consumer", "share", "streams")
+BROKER_ASSIGNED = ("consumer", "share", "streams")
+
 Queue2 = tuple[str, int]          # (broker, queue_id); Kafka: ("", partition)
 Owned = tuple[str, str, int]      # (topic, broker, queue_id); Kafka: (topic, "", partition)
 # Decoded JSON (a raw event, a strategy's params, a state blob): its shape is checked where it
@@ -192,7 +199,7 @@ class GroupMetrics:
     # Members whose strategy is a guess (no finding rests on their re-run).
     strategy_unknown_clients: int = 0
     # Every group: its assignor (the strategy most members use) and how often it changed;
-    # Kafka: the group type ("classic", "consumer", "share"; "" for RocketMQ).
+    # Kafka: the group type (one of KAFKA_GROUP_TYPES; "" for RocketMQ).
     assignor: str = ""
     assignor_changes_total: int = 0
     group_type: str = ""
@@ -218,7 +225,7 @@ class GroupMetrics:
 
     @property
     def broker_assigned(self) -> bool:
-        return self.group_type in ("consumer", "share")
+        return self.group_type in BROKER_ASSIGNED
 
     def to_json(self) -> bytes:
         return json.dumps(to_plain(self)).encode()

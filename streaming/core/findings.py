@@ -122,7 +122,7 @@ def group_type(state: GroupState) -> str:
     if state.system != "kafka":
         return ""
     types = {m.protocol.group_type for m in state.members.values() if m.protocol is not None}
-    return "share" if "share" in types else "consumer" if "consumer" in types else "classic"
+    return next((kind for kind in ("share", "streams", "consumer") if kind in types), "classic")
 
 
 def group_assignor(state: GroupState) -> str | None:

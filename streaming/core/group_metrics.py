@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from streaming.core.contract import GroupMetrics
+from streaming.core.contract import BROKER_ASSIGNED, GroupMetrics
 from streaming.core.findings import CONFLICT_KINDS, GroupFindings, group_type
 from streaming.core.state.group import GroupState
 
@@ -27,7 +27,7 @@ def _assignment_metrics(state: GroupState, result: GroupFindings) -> dict[str, A
            "assignor_changes_total": state.assignor_changes,
            "share_readers": dict(result.share_readers)}
     protocols = [m.protocol for m in state.members.values() if m.protocol is not None]
-    if kind not in ("consumer", "share"):
+    if kind not in BROKER_ASSIGNED:
         return out
     pending = [state.since[f.identity] for f in result.findings
                if f.kind == "handoff_pending" and f.identity in state.since]
@@ -40,7 +40,7 @@ def _assignment_metrics(state: GroupState, result: GroupFindings) -> dict[str, A
             "assignment_epoch": max(targets) if targets else None,
             "target_skew_ratio": result.target_skew_ratio,
             "target_unassigned": {t: result.count("target_unassigned", t) for t in result.queues}
-            if kind == "consumer" else {},
+            if kind != "share" else {},
             "share_readers": dict(result.share_readers)}
 
 

@@ -86,7 +86,7 @@ GROUP_COUNTERS = (
 )
 
 
-# Groups the broker assigns (Kafka KIP-848 consumer groups, share groups) only.
+# Groups the broker assigns (Kafka KIP-848 consumer groups, share groups, streams groups) only.
 KAFKA_GROUP_GAUGES = (
     ("rebalance_kafka_reconciling_members",
      "Members whose current assignment is not yet their target, or whose epoch lags it.",
@@ -308,7 +308,7 @@ def _group_info(groups: list[GroupMetrics]) -> Metric:
     family = GaugeMetricFamily(
         "rebalance_group_info",
         "1 per group, labelled with its assignor and (Kafka) its type: classic, consumer "
-        "(KIP-848) or share (KIP-932).", labels=GROUP_LABELS + ["group_type", "assignor"])
+        "(KIP-848), share (KIP-932) or streams (KIP-1071).", labels=GROUP_LABELS + ["group_type", "assignor"])
     for group in groups:
         family.add_metric([*group.key, group.group_type, group.assignor], 1.0)
     return family

@@ -55,17 +55,19 @@ class Script:
 
 class FakeAdmin:
     """list_groups / describe_groups / list_group_offsets / describe_consumer_groups /
-    describe_share_groups from scripts."""
+    describe_share_groups / describe_streams_groups from scripts."""
 
     def __init__(self, list_groups: Script, describe_groups: Script,
                  list_group_offsets: Script | None = None,
                  describe_consumer_groups: Script | None = None,
-                 describe_share_groups: Script | None = None) -> None:
+                 describe_share_groups: Script | None = None,
+                 describe_streams_groups: Script | None = None) -> None:
         self.list_groups = list_groups
         self.describe_groups = describe_groups
         self.list_group_offsets = list_group_offsets or Script({})
         self.describe_consumer_groups = describe_consumer_groups or Script({})
         self.describe_share_groups = describe_share_groups or Script({})
+        self.describe_streams_groups = describe_streams_groups or Script({})
         self.closed = False
 
     def close(self) -> None:

@@ -147,7 +147,7 @@ def test_the_assignor_change_of_a_classic_group_is_counted_once_when_most_member
 
 
 @pytest.mark.parametrize("field, value, reason", [
-    ("group_type", "streams", "bad_value"),
+    ("group_type", "connect", "bad_value"),
     ("member_epoch", -2, "bad_value"),
     ("assignment_epoch", "5", "wrong_type"),
     ("target", [["orders"]], "wrong_type"),

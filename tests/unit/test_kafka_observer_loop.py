@@ -15,6 +15,10 @@ from producers.kafka.observer import KafkaGroupObserver
 from producers.kafka.protocol import (
     ConsumerGroupDescription,
     ConsumerGroupMember,
+    StreamsGroupDescription,
+    StreamsGroupMember,
+    StreamsTasks,
+    Subtopology,
     UnsupportedGroupApi,
 )
 from streaming.common.delivery import DeliveryStats, Outbox
@@ -254,3 +258,24 @@ def test_what_the_cluster_cannot_describe_is_logged_when_it_changes_not_each_pol
                     f"the cluster at {CLUSTER} does not support describing consumer or share "
                     "groups (its broker lacks the API): such groups cannot be watched there; "
                     "classic groups are"]
+
+
+def test_a_streams_group_is_described_as_one_and_its_threads_run_its_tasks():
+    listed = [{"group_id": "app", "protocol_type": "streams", "group_type": "streams"}]
+    thread = StreamsGroupMember("t1", None, None, "app-p1-StreamThread-1-consumer", "/10.0.0.5",
+                                3, 0, "p1", StreamsTasks(active=(("0", 0), ("0", 1))),
+                                StreamsTasks(active=(("0", 0), ("0", 1))))
+    app = StreamsGroupDescription("app", 0, None, "Stable", 3, 3, "sticky", 0,
+                                  (Subtopology("0", ("A",), ()),), (thread,))
+    gone = StreamsGroupDescription("app", 69, "Group app not found.", "Dead", 0, 0, "sticky",
+                                   None, None, ())
+    admin = FakeAdmin(Script(listed, []), Script({}),
+                      describe_streams_groups=Script({"app": app}, {"app": gone}))
+    observer = observer_with(admin, Script(None))
+    (first,) = observer.poll(TS)
+    (heartbeat, route) = first.events
+    assert (heartbeat["group_type"], heartbeat["client_id"], heartbeat["owned"]) == (
+        "streams", "t1", [["subtopology 0", 0], ["subtopology 0", 1]])
+    assert (route["topic"], route["partitions"]) == ("subtopology 0", 2)
+    (second,) = observer.poll(TS + 1_000)          # the app is gone: its thread leaves
+    assert [(e["type"], e["client_id"]) for e in second.events] == [("unregister", "t1")]

@@ -23,6 +23,8 @@ from producers.kafka.protocol import (
     ConsumerGroupMember,
     ShareGroupDescribeRequest,
     ShareGroupDescribeResponse,
+    StreamsGroupDescribeRequest,
+    StreamsGroupDescribeResponse,
     UnsupportedGroupApi,
 )
 
@@ -41,6 +43,12 @@ SGGroup = SG.DescribedGroup
 SGMember = SGGroup.Member
 SGAssignment = SGMember.Assignment
 SGTopic = SGAssignment.TopicPartitions
+ST = StreamsGroupDescribeResponse
+STGroup = ST.DescribedGroup
+STTopology = STGroup.Topology
+STSub = STTopology.Subtopology
+STMember = STGroup.Member
+STAssignment = STMember.Assignment
 
 
 def cg_assignment(**topics):
@@ -74,7 +82,8 @@ def on_the_wire(response, version):
 
 @pytest.mark.parametrize("name, api_key, versions", [
     ("ConsumerGroupDescribeRequest", 69, "0-1"), ("ConsumerGroupDescribeResponse", 69, "0-1"),
-    ("ShareGroupDescribeRequest", 77, "1"), ("ShareGroupDescribeResponse", 77, "1")])
+    ("ShareGroupDescribeRequest", 77, "1"), ("ShareGroupDescribeResponse", 77, "1"),
+    ("StreamsGroupDescribeRequest", 89, "0"), ("StreamsGroupDescribeResponse", 89, "0")])
 def test_the_schemas_are_kafka_4_3s_files_with_their_license(name, api_key, versions):
     text = importlib.resources.files("producers.kafka.schemas").joinpath(f"{name}.json").read_text()
     assert text.startswith("// Licensed to the Apache Software Foundation (ASF)")
@@ -85,6 +94,7 @@ def test_the_schemas_are_kafka_4_3s_files_with_their_license(name, api_key, vers
 def test_the_classes_speak_the_schemas_versions():
     assert (ConsumerGroupDescribeRequest.API_KEY, ConsumerGroupDescribeRequest.max_version) == (69, 1)
     assert (ShareGroupDescribeRequest.API_KEY, ShareGroupDescribeRequest.max_version) == (77, 1)
+    assert (StreamsGroupDescribeRequest.API_KEY, StreamsGroupDescribeRequest.max_version) == (89, 0)
 
 
 # -- requests ---------------------------------------------------------------------------------
@@ -100,6 +110,11 @@ def test_a_consumer_group_describe_request_is_compact_and_asks_no_acls():
 def test_a_share_group_describe_request_is_v1():
     request = kp.share_group_describe_request(["jobs"], version=1)
     assert bytes(request.encode()) == b"\x02\x05jobs\x00\x00"
+
+
+def test_a_streams_group_describe_request_is_v0():
+    request = kp.streams_group_describe_request(["app"], version=0)
+    assert bytes(request.encode()) == b"\x02\x04app\x00\x00"
 
 
 def test_without_a_version_the_connection_picks_one():
@@ -190,6 +205,72 @@ def test_a_share_group_describe_response_decodes_into_the_dataclasses():
                                     client_id="worker", client_host="/10.0.0.9",
                                     subscribed_topics=("orders",),
                                     assignment=(("orders", 0), ("orders", 3))),))}
+
+
+def st_tasks(active=(), standby=(), warmup=()):
+    """An Assignment from {subtopology: [partitions]} per kind."""
+    def ids(kind):
+        return [STAssignment.TaskIds(subtopology_id=sub, partitions=list(parts))
+                for sub, parts in dict(kind).items()]
+    return STAssignment(active_tasks=ids(active), standby_tasks=ids(standby),
+                         warmup_tasks=ids(warmup))
+
+
+def st_member(member_id, epoch, assignment, target, process="p-1"):
+    return STMember(member_id=member_id, member_epoch=epoch, instance_id=None, rack_id=None,
+                    client_id=f"app-{process}-StreamThread-1-consumer", client_host="/10.0.0.5",
+                    topology_epoch=0, process_id=process, user_endpoint=None, client_tags=[],
+                    task_offsets=[], task_end_offsets=[], assignment=assignment,
+                    target_assignment=target, is_classic=False)
+
+
+def st_group(group_id, members=(), state="Stable", subtopologies=None, epochs=(5, 5)):
+    topology = None if subtopologies is None else STTopology(epoch=0, subtopologies=subtopologies)
+    return STGroup(error_code=0, error_message=None, group_id=group_id, group_state=state,
+                   group_epoch=epochs[0], assignment_epoch=epochs[1], topology=topology,
+                   members=list(members), authorized_operations=NO_OPERATIONS)
+
+
+def test_a_streams_group_describe_response_decodes_into_the_dataclasses():
+    # What the 4.3 coordinator answers for a stateful app of two instances: subtopology 0 reads
+    # "orders" (4 partitions) into a repartition topic, subtopology 1 reads that (4 partitions);
+    # each member holds active tasks, and a standby of a task the other runs.
+    repartition = STSub.TopicInfo(name="app-agg-repartition", partitions=4, replication_factor=0,
+                               topic_configs=[])
+    response = ST(throttle_time_ms=0, groups=[st_group("app", [
+        st_member("m-1", 5, st_tasks({"0": [2, 0], "1": [0]}, {"1": [1]}),
+                  st_tasks({"0": [0, 2], "1": [0]}, {"1": [1]})),
+        st_member("m-2", 5, st_tasks({"0": [1, 3], "1": [1, 2, 3]}, warmup={"1": [0]}),
+                  st_tasks({"0": [1, 3], "1": [1, 2, 3]}), process="p-2"),
+    ], subtopologies=[
+        STSub(subtopology_id="0", source_topics=["orders"], repartition_sink_topics=[
+            "app-agg-repartition"], state_changelog_topics=[], repartition_source_topics=[]),
+        STSub(subtopology_id="1", source_topics=["app-agg-repartition"],
+              repartition_sink_topics=[], state_changelog_topics=[],
+              repartition_source_topics=[repartition]),
+    ])])
+    group = kp.parse_streams_group_describe(on_the_wire(response, 0))["app"]
+    assert (group.group_state, group.group_epoch, group.assignment_epoch, group.topology_epoch,
+            group.assignor_name, group.error) == ("Stable", 5, 5, 0, "sticky", None)
+    assert group.subtopologies == (
+        kp.Subtopology("0", ("orders",), ()),
+        kp.Subtopology("1", ("app-agg-repartition",), (("app-agg-repartition", 4),)))
+    first, second = group.members
+    assert first.assignment == kp.StreamsTasks(
+        active=(("0", 0), ("0", 2), ("1", 0)), standby=(("1", 1),))
+    assert first.target_assignment == first.assignment
+    assert (first.process_id, first.member_epoch, first.client_host) == ("p-1", 5, "/10.0.0.5")
+    assert second.assignment.warmup == (("1", 0),)
+    assert second.target_assignment.warmup == ()
+
+
+def test_a_streams_group_not_ready_has_no_topology():
+    response = ST(throttle_time_ms=0, groups=[st_group("app", [
+        st_member("m-1", 0, st_tasks(), st_tasks())], state="NotReady", epochs=(1, 0))])
+    group = kp.parse_streams_group_describe(on_the_wire(response, 0))["app"]
+    assert (group.group_state, group.topology_epoch, group.subtopologies) == (
+        "NotReady", None, None)
+    assert group.members[0].assignment == kp.StreamsTasks()
 
 
 # -- against a scripted client ----------------------------------------------------------------

@@ -21,7 +21,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Literal, TypeVar, overload
 
-from streaming.core.contract import JsonValue, Owned, Queue2, StrategyBasis
+from streaming.core.contract import (
+    BROKER_ASSIGNED,
+    KAFKA_GROUP_TYPES,
+    JsonValue,
+    Owned,
+    Queue2,
+    StrategyBasis,
+)
 from streaming.core.state.fields import EVENT_TYPES, FIELDS
 
 MAX_EVENT_BYTES = 1024 * 1024
@@ -42,10 +49,6 @@ ROCKETMQ_STRATEGIES = ("AVG", "AVG_BY_CIRCLE", "CONSISTENT_HASH", "MACHINE_ROOM"
                        "GO_CONSISTENT_HASH", "GO_MACHINE_ROOM", "GO_MACHINE_ROOM_NEARBY")
 KAFKA_STRATEGIES = ("range", "roundrobin", "sticky", "cooperative-sticky")
 MESSAGE_MODELS = ("CLUSTERING", "BROADCASTING")
-# Kafka group types (KIP-848: "consumer", the broker assigns; KIP-932: "share", several members
-# per partition by design). A classic group's members assign through their leader.
-KAFKA_GROUP_TYPES = ("classic", "consumer", "share")
-BROKER_ASSIGNED = ("consumer", "share")
 MAX_EPOCH = 2**31 - 1
 
 # RocketMQ clientRebalance=false: what each broker answers the client's QUERY_ASSIGNMENT, per

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from streaming.core.contract import JsonValue
+from streaming.core.contract import KAFKA_GROUP_TYPES, JsonValue
 
 EventType = Literal["heartbeat", "unregister", "route", "alive"]
 EVENT_TYPES: tuple[EventType, ...] = ("heartbeat", "unregister", "route", "alive")
@@ -201,17 +201,22 @@ FIELDS: tuple[ContractField, ...] = (
     ContractField(
         "group_type", HEARTBEAT, "string", "no (`classic`)",
         "Kafka: `classic` (the group's leader assigns), `consumer` (KIP-848: the broker "
-        "assigns) or `share` (KIP-932: members share partitions by design; never a double "
-        "assignment). For `consumer` and `share`, `strategy` is the broker's assignor "
-        "(`uniform`, `range`, `simple` or a plugged-in one: any name)",
-        {"enum": ["classic", "consumer", "share"], "default": "classic",
-         "description": "Kafka. consumer (KIP-848) and share (KIP-932) groups are assigned by "
-                        "the broker; their strategy is the broker's assignor, any name."},
+        "assigns), `share` (KIP-932: members share partitions by design; never a double "
+        "assignment) or `streams` (KIP-1071: the broker assigns a Kafka Streams application's "
+        "tasks; a task is a partition of its subtopology's task space, the topic "
+        "`subtopology <id>`, and `owned` and `target` are the member's active tasks). For the "
+        "three the broker assigns, `strategy` is the broker's assignor (`uniform`, `range`, "
+        "`simple`, streams' `sticky` or a plugged-in one: any name)",
+        {"enum": list(KAFKA_GROUP_TYPES), "default": "classic",
+         "description": "Kafka. consumer (KIP-848), share (KIP-932) and streams (KIP-1071) "
+                        "groups are assigned by the broker; their strategy is the broker's "
+                        "assignor, any name."},
         "consumer", "protocol", extra={"system": "kafka", "strategy": "range"}),
     ContractField(
         "target", HEARTBEAT, "list", "no",
-        "Kafka `consumer` groups: the member's target assignment from the broker, "
-        "`[[\"topic\", partition], ...]`. `owned` is then the member's current assignment",
+        "Kafka `consumer` and `streams` groups: the member's target assignment from the "
+        "broker, `[[\"topic\", partition], ...]`. `owned` is then the member's current "
+        "assignment",
         {"type": "array", "description": "Kafka, broker-assigned groups: the member's target "
                                          "assignment, [topic, partition] items.",
          "items": {"type": "array", "minItems": 2, "maxItems": 2}},
@@ -219,7 +224,7 @@ FIELDS: tuple[ContractField, ...] = (
         extra={"system": "kafka", "strategy": "uniform", "group_type": "consumer"}),
     *(ContractField(
         name, HEARTBEAT, "integer >= -1", "no",
-        f"Kafka `consumer` and `share` groups: the {whose} epoch. A member below the target "
+        f"Kafka groups the broker assigns: the {whose} epoch. A member below the target "
         "assignment's epoch has not caught up", EPOCH, 3, "protocol",
         extra={"system": "kafka", "strategy": "uniform", "group_type": "consumer"})
       for name, whose in (("member_epoch", "member's"), ("group_epoch", "group's"),

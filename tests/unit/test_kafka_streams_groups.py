@@ -1,0 +1,122 @@
+"""Kafka Streams groups (KIP-1071) from StreamsGroupDescribe's answer to the findings: a
+described group through translate_streams_group, each event through parse_event, then the core
+as the job runs it. A task is a queue of its subtopology's task space; the broker assigns them,
+so there is no re-run, and an active task held by two members is a double assignment."""
+
+from __future__ import annotations
+
+import pytest
+
+from producers.kafka.protocol import (
+    StreamsGroupDescription,
+    StreamsGroupMember,
+    StreamsTasks,
+    Subtopology,
+)
+from producers.kafka.translate import task_space, translate_streams_group
+from streaming.core.state.events import parse_event
+from tests.unit.state_helpers import Run, kinds
+
+pytestmark = pytest.mark.unit
+
+TS = 1_700_000_000_000
+# A stateful app: subtopology 0 reads "orders" (4 partitions) and writes a repartition topic,
+# subtopology 1 reads it (4 partitions, as the broker configured it).
+TOPOLOGY = (Subtopology("0", ("orders",), ()),
+            Subtopology("1", ("app-agg-repartition",), (("app-agg-repartition", 4),)))
+PARTITIONS = {"orders": 4, "app-agg-repartition": 4}
+S0, S1 = task_space("0"), task_space("1")
+
+
+def tasks(*active, standby=()):
+    return StreamsTasks(active=tuple(sorted(active)), standby=tuple(sorted(standby)))
+
+
+def thread(member_id, current, target=None, epoch=5, process="p-1"):
+    return StreamsGroupMember(member_id, None, None, f"app-{process}-StreamThread-1-consumer",
+                              "/10.0.0.5", epoch, 0, process, current,
+                              current if target is None else target)
+
+
+def streams_group(members, state="Stable", epochs=(5, 5), topology=TOPOLOGY):
+    return StreamsGroupDescription("app", 0, None, state, epochs[0], epochs[1], "sticky",
+                                   None if topology is None else 0, topology, tuple(members))
+
+
+SETTLED = [thread("m1", tasks(("0", 0), ("0", 1), ("1", 0), ("1", 1))),
+           thread("m2", tasks(("0", 2), ("0", 3), ("1", 2), ("1", 3)), process="p-2")]
+
+
+def run_of(*described) -> Run:
+    run = Run()
+    for ts, description in enumerate(described):
+        run.batch(translate_streams_group(description, PARTITIONS, TS + ts * 1_000).events)
+    return run
+
+
+def test_each_thread_heartbeats_its_active_tasks_and_each_subtopology_is_a_route():
+    out = translate_streams_group(streams_group(SETTLED), PARTITIONS, TS,
+                                  previous_members=["gone"])
+    m1, m2, unregister, route0, route1 = [e for raw in out.events for e in parse_event(raw)]
+    assert (m1.client_id, m1.topics, m1.strategy, m1.address) == (
+        "m1", (S0, S1), "sticky", "10.0.0.5")
+    assert m1.owned == ((S0, "", 0), (S0, "", 1), (S1, "", 0), (S1, "", 1))
+    assert m1.protocol.target == m1.owned
+    assert (m1.protocol.group_type, m1.protocol.member_epoch, m1.protocol.group_epoch,
+            m1.protocol.assignment_epoch) == ("streams", 5, 5, 5)
+    assert (unregister.type, unregister.client_id) == ("unregister", "gone")
+    assert [(r.topic, len(r.queues)) for r in (route0, route1)] == [(S0, 4), (S1, 4)]
+    assert out.warnings == []
+
+
+def test_a_subtopology_has_as_many_tasks_as_its_largest_source_topic():
+    wide = (Subtopology("0", ("orders", "customers"), ()),)
+    out = translate_streams_group(streams_group([thread("m1", tasks(("0", 0)))], topology=wide),
+                                  {"orders": 4, "customers": 6}, TS)
+    _, route = [e for raw in out.events for e in parse_event(raw)]
+    assert (route.topic, len(route.queues)) == (S0, 6)
+
+
+def test_a_settled_app_has_no_finding_and_shows_its_type():
+    run = run_of(streams_group(SETTLED))
+    assert kinds(run) == {}
+    assert (run.metrics.group_type, run.metrics.assignor) == ("streams", "sticky")
+    assert run.metrics.target_unassigned == {S0: 0, S1: 0}
+
+
+def test_an_active_task_two_threads_run_is_a_double_assignment():
+    # m1 has not let go of task 1_2, which the broker's target gave m2 (a blocked revocation).
+    stuck = [thread("m1", tasks(("0", 0), ("0", 1), ("1", 0), ("1", 1), ("1", 2)),
+                    tasks(("0", 0), ("0", 1), ("1", 0), ("1", 1)), epoch=5),
+             thread("m2", tasks(("0", 2), ("0", 3), ("1", 2), ("1", 3)), epoch=6, process="p-2")]
+    run = run_of(streams_group(SETTLED), streams_group(stuck, "Reconciling", (6, 6)))
+    found = kinds(run)
+    assert found["double_assignment"] == [(S1, ("", 2), ("m1", "m2"))]
+    assert found["handoff_pending"] == [(None, (), ("m1",))]
+    assert run.metrics.max_epoch_lag == 1
+
+
+def test_a_task_no_thread_runs_or_is_given_is_orphaned():
+    gap = [thread("m1", tasks(("0", 0), ("0", 1), ("1", 0), ("1", 1))),
+           thread("m2", tasks(("0", 2), ("0", 3), ("1", 2)), process="p-2")]
+    found = kinds(run_of(streams_group(gap)))
+    assert found["orphaned_queue"] == [(S1, ("", 3), ())]
+    assert found["target_unassigned"] == [(S1, ("", 3), ())]
+
+
+def test_standby_tasks_are_no_double_assignment():
+    # m2 keeps a standby of each of m1's stateful tasks: a copy of state, not a second reader.
+    backed = [thread("m1", tasks(("0", 0), ("0", 1), ("1", 0), ("1", 1))),
+              thread("m2", tasks(("0", 2), ("0", 3), ("1", 2), ("1", 3),
+                                 standby=(("1", 0), ("1", 1))), process="p-2")]
+    assert kinds(run_of(streams_group(backed))) == {}
+
+
+def test_a_group_without_a_configured_topology_says_so_and_routes_nothing():
+    waiting = [thread("m1", tasks(), epoch=0)]
+    out = translate_streams_group(streams_group(waiting, "NotReady", (1, 0), topology=None),
+                                  PARTITIONS, TS)
+    assert [e["type"] for e in out.events] == ["heartbeat"]
+    assert out.warnings == ["group app: the broker has no configured topology for it (state "
+                            "NotReady: source or internal topics missing, or not initialized); "
+                            "its task counts are unknown"]
