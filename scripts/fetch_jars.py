@@ -1,8 +1,9 @@
 """Fetch the project's Java jars from Maven Central into the cache (streaming/jars.py says
 where), once: a set already complete is left alone.
 
-    python scripts/fetch_jars.py                 # every set: the Kafka brokers, Spark's Kafka
-                                                 # source, each RocketMQ 5 and its gRPC client
+    python scripts/fetch_jars.py                 # every set: the Kafka brokers, Kafka Streams,
+                                                 # Spark's Kafka source, each RocketMQ 5 and its
+                                                 # gRPC client
     python scripts/fetch_jars.py spark-kafka     # only one set
 
 Each set is a pom in scripts/jars/ resolved by `mvn dependency:copy-dependencies` into a
@@ -64,6 +65,9 @@ SETS = {
         f"rocketmq-{version}", jars.rocketmq5_dir(version),
         ROOT / "scripts/jars/rocketmq-5/pom.xml", {"rocketmq.version": version}))
        for version in jars.ROCKETMQ5_VERSIONS},
+    "kafka-streams": lambda: fetch(
+        "kafka-streams", jars.kafka_streams_dir(), ROOT / "scripts/jars/kafka-streams/pom.xml",
+        {"kafka.version": jars.KAFKA_VERSION}),
     "rocketmq-grpc-client": lambda: fetch(
         "rocketmq-grpc-client", jars.rocketmq_grpc_client_dir(),
         ROOT / "scripts/jars/rocketmq-grpc-client/pom.xml",

@@ -7,6 +7,7 @@ Maven Central with the pinned poms in scripts/jars/.
     rocketmq5_jars(version)  -> Apache RocketMQ 5 (servers, admin tool, client: the tests' 5.x kit),
                                 each of ROCKETMQ5_VERSIONS
     rocketmq_grpc_client_jars() -> RocketMQ's gRPC client (the tests' consumers through a proxy)
+    kafka_streams_jars()     -> Kafka Streams at KAFKA_VERSION (the tests' Streams applications)
 
 Both return None while the jars are not fetched. The cache is $REBALANCE_MONITOR_JARS, else
 ~/.cache/rebalance-monitor/jars; each set sits in a folder of its own, named with its version,
@@ -59,6 +60,10 @@ def rocketmq_grpc_client_dir() -> Path:
     return cache_root() / f"rocketmq-client-java-{ROCKETMQ_GRPC_CLIENT_VERSION}"
 
 
+def kafka_streams_dir() -> Path:
+    return cache_root() / f"kafka-streams-{KAFKA_VERSION}"
+
+
 def _complete_jars(folder: Path) -> list[Path] | None:
     if not (folder / COMPLETE).is_file():
         return None
@@ -75,6 +80,10 @@ def rocketmq5_jars(rocketmq_version: str) -> list[Path] | None:
 
 def rocketmq_grpc_client_jars() -> list[Path] | None:
     return _complete_jars(rocketmq_grpc_client_dir())
+
+
+def kafka_streams_jars() -> list[Path] | None:
+    return _complete_jars(kafka_streams_dir())
 
 
 def spark_kafka_jars(spark_version: str | None = None) -> list[Path] | None:

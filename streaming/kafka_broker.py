@@ -35,7 +35,8 @@ DEFAULT_SASL_USERS = {"rebalance-monitor": "rebalance-monitor-secret"}
 # assert, and a classic group would otherwise sit 3 s in PreparingRebalance. No time-based
 # retention: tests write records stamped with their events' times, years ago, which the default
 # 7 days would delete under a running job (Spark's source then reports the loss and stops).
-# KIP-848 groups drop a killed member after 6 s (not 45 s) and heartbeat every 1 s (not 5 s).
+# KIP-848 and KIP-1071 streams groups drop a killed member after 6 s (not 45 s) and heartbeat
+# every 1 s (not 5 s); a streams group's first assignment does not wait 3 s either.
 SINGLE_NODE_SETTINGS = {
     "log.retention.ms": "-1",
     "num.partitions": "1",
@@ -49,6 +50,11 @@ SINGLE_NODE_SETTINGS = {
     "group.consumer.session.timeout.ms": "6000",
     "group.consumer.min.heartbeat.interval.ms": "1000",
     "group.consumer.heartbeat.interval.ms": "1000",
+    "group.streams.min.session.timeout.ms": "6000",
+    "group.streams.session.timeout.ms": "6000",
+    "group.streams.min.heartbeat.interval.ms": "1000",
+    "group.streams.heartbeat.interval.ms": "1000",
+    "group.streams.initial.rebalance.delay.ms": "0",
     "auto.create.topics.enable": "true",
 }
 LOG4J2 = """\

@@ -149,12 +149,15 @@ class JavaConsumer:
 
     # -- the process ------------------------------------------------------------------------
 
-    def command(self) -> list[str]:
+    def java(self) -> list[str]:
+        """The JVM's command line, up to and including the main class."""
         classes = compile_probe()
         classpath = os.pathsep.join([str(classes), *map(str, runtime_jars())])
-        java = ["java", *JVM_FLAGS,
-                f"-Dlog4j2.configurationFile={classes / 'log4j2.properties'}",
-                "-cp", classpath, MAIN_CLASS, *self.arguments]
+        return ["java", *JVM_FLAGS, f"-Dlog4j2.configurationFile={classes / 'log4j2.properties'}",
+                "-cp", classpath, MAIN_CLASS]
+
+    def command(self) -> list[str]:
+        java = [*self.java(), *self.arguments]
         setpriv = shutil.which("setpriv")
         # The JVM dies with this process, however this process ends.
         return [setpriv, "--pdeathsig", "SIGKILL", "--", *java] if setpriv else java

@@ -1,11 +1,13 @@
 """Kafka consumer groups on the real Apache Kafka, watched by `observe-kafka` with no client
 change: real Java consumers (tests/integration/kafka_java/ConsumerProbe.java, kafka-clients from
-Maven Central) in classic groups with each client assignor and in KIP-848 groups; observe-kafka
+Maven Central) in classic groups with each client assignor and in KIP-848 groups, and real Kafka
+Streams applications (kafka_java/StreamsProbe.java) in KIP-1071 streams groups; observe-kafka
 as a real process writing to the events topic; the real job in the session's SparkSession; for
 the alerts a real Prometheus loaded with the project's rules.
 
 Ground truth is what each Java consumer prints that it holds (its ConsumerRebalanceListener),
-never the observer's reading of the cluster.
+or each Streams instance that it runs (metadataForLocalThreads), never the observer's reading of
+the cluster.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from tests.integration.kafka_consumers import (
     wait_for_partitions,
     wait_for_probes,
 )
+from tests.integration.kafka_streams_apps import StreamsApp, wait_for_tasks
 from tests.integration.monitor_harness import RunningMonitor
 from tests.integration.producer_process import ProducerProcess
 from tests.integration.prometheus_harness import (
@@ -507,3 +510,106 @@ def test_a_partition_a_share_groups_assignor_gives_nobody_is_orphaned_and_alerts
 
             wait_until(lambda: open_orphans() == {(topic, ("", 0))}, 60,
                        "the findings topic's open orphans", details=lambda: str(open_orphans()))
+
+
+# -- Kafka Streams groups (KIP-1071) ----------------------------------------------------------
+
+def shown_tasks(watched: Watched, app: str) -> list[frozenset] | None:
+    """What the monitor's group API shows each member of the streams group running (a task
+    of subtopology s is queue p of topic "subtopology s"), sorted; None before it shows any."""
+    try:
+        detail = watched.monitor.group(SYSTEM, app)["detail"]
+    except ValueError:   # not listed yet
+        return None
+    if detail is None:
+        return None
+    return sorted((frozenset((topic.removeprefix("subtopology "), queue)
+                             for topic, _, queue in member["owned"] or ())
+                   for member in detail["members"]), key=sorted)
+
+
+def wait_for_the_monitor_to_show(watched: Watched, app: str, apps, tasks: int) -> None:
+    """Until the monitor shows each member running exactly what one real instance says it
+    runs, every task in a route, none doubled or orphaned, and the group typed streams."""
+    truth = sorted((app_.active for app_ in apps), key=sorted)
+
+    def agrees() -> bool:
+        if shown_tasks(watched, app) != truth:
+            return False
+        scrape = watched.monitor.scrape()
+        return (scrape.value("rebalance_group_info", system=SYSTEM, group=app,
+                             group_type="streams", assignor="sticky") == 1
+                and all(watched.value(scrape, name, app, topic=f"subtopology {sub}") == value
+                        for sub in ("0", "1")
+                        for name, value in (("rebalance_group_queues", tasks),
+                                            ("rebalance_double_assigned_queues", 0),
+                                            ("rebalance_orphaned_queues", 0))))
+
+    wait_until(agrees, 60, f"the monitor showing {app}'s members as the instances run them",
+               interval=0.5, details=lambda: f"instances: {truth}\nmonitor: "
+                                             f"{shown_tasks(watched, app)}")
+
+
+def test_a_streams_groups_tasks_are_shown_as_each_real_instance_runs_them(watched, tmp_path):
+    source, app = fresh("streams-source"), fresh("streams-app")
+    create_topic(watched.bootstrap, source, 4)
+    apps = [StreamsApp(watched.bootstrap, app, source, tmp_path, name=f"instance-{n}")
+            for n in range(3)]
+    tasks = {"0": 4, "1": 4}    # the source's 4 partitions; the repartition topic inherits 4
+    try:
+        for instance in apps[:2]:
+            instance.start()
+        wait_for_tasks(apps[:2], tasks)
+        wait_for_the_monitor_to_show(watched, app, apps[:2], 4)
+
+        apps[2].start()                      # scale out: the broker moves tasks to it
+        wait_for_tasks(apps, tasks)
+        wait_for_the_monitor_to_show(watched, app, apps, 4)
+
+        apps[2].kill()                       # no leave: the broker drops it at its session's end
+        wait_for_tasks(apps[:2], tasks)
+        wait_for_the_monitor_to_show(watched, app, apps[:2], 4)
+        assert not any(record["kind"] == "double_assignment" for record in watched.findings(app))
+    finally:
+        for instance in apps:
+            instance.kill()
+
+
+def test_a_streams_thread_stuck_in_processing_holds_its_tasks_and_fires_the_stuck_hand_off_alert(
+        watched, tmp_path):
+    from confluent_kafka import Producer
+
+    source, app = fresh("streams-stuck"), fresh("streams-stuck-app")
+    create_topic(watched.bootstrap, source, 4)
+    block = tmp_path / "block"
+    block.touch()
+    # The first two block inside the first record they process, and with them their stream
+    # thread: it cannot give tasks up until processing returns (max.poll.interval.ms, 5 min).
+    first = [StreamsApp(watched.bootstrap, app, source, tmp_path, block_file=block,
+                        name=f"blocked-{n}") for n in range(2)]
+    late = StreamsApp(watched.bootstrap, app, source, tmp_path, name="late")
+    try:
+        for instance in first:
+            instance.start()
+        wait_for_tasks(first, {"0": 4, "1": 4})
+        wait_for_the_monitor_to_show(watched, app, first, 4)
+        producer = Producer({"bootstrap.servers": watched.bootstrap})
+        for partition in range(4):
+            producer.produce(source, value=b"x", key=b"k", partition=partition)
+        assert producer.flush(30) == 0
+        late.start()
+        scrape = watched.monitor.wait_for(lambda s: (watched.value(
+            s, "rebalance_kafka_handoff_age_seconds", app) or 0) > 0)
+        assert watched.value(scrape, "rebalance_kafka_reconciling_members", app) >= 2
+        firing = watched.prometheus.wait_for_alert("RebalanceKafkaHandoffStuck", "firing",
+                                                   timeout=90)
+        assert any(a["labels"]["group"] == app for a in firing), firing
+        # The real instances agree: the blocked ones still run every task, the newcomer none.
+        assert sorted(t for instance in first for t in instance.active) == sorted(
+            (sub, p) for sub in ("0", "1") for p in range(4))
+        assert late.active == frozenset()
+        assert not any(record["kind"] == "double_assignment" for record in watched.findings(app))
+    finally:
+        block.unlink(missing_ok=True)
+        for instance in (*first, late):
+            instance.kill()
