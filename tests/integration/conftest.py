@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from confluent_kafka import Producer
 
@@ -44,23 +42,6 @@ def running_monitor_metrics_url(spark, kafka_bootstrap, make_topic, tmp_path):
 # tests/integration/rocketmq5_kit. Each JVM is about 100 MB and 1-2 s to start: one module's
 # tests share one cluster.
 ROCKETMQ_VERSIONS = ("4.9.8", *jars.ROCKETMQ5_VERSIONS)
-
-
-# CI's time: every RocketMQ scenario runs on 4.9.8 and the first 5.x release; on the later 5.x
-# releases, those marked every_5x (what those releases change). REBALANCE_MONITOR_EVERY_5X=1 runs
-# every scenario on every release.
-EVERY_5X = os.environ.get("REBALANCE_MONITOR_EVERY_5X") == "1"
-
-
-def pytest_collection_modifyitems(items):
-    for item in items:
-        version = getattr(item, "callspec", None) and item.callspec.params.get("rocketmq_kit")
-        if (not EVERY_5X and version in jars.ROCKETMQ5_VERSIONS[1:]
-                and not item.get_closest_marker("every_5x")):
-            item.add_marker(pytest.mark.skip(
-                reason=f"on {version}, only the scenarios marked every_5x run (CI time; "
-                       f"the rest run on {jars.ROCKETMQ5_VERSIONS[0]}): "
-                       "REBALANCE_MONITOR_EVERY_5X=1 runs them all"))
 
 
 @pytest.fixture(scope="session", params=ROCKETMQ_VERSIONS,

@@ -169,7 +169,13 @@ def test_kafka_python_listener_reports_member_generation_and_assignment(kafka_bo
                              heartbeat_interval_ms=500)
     reporter = RebalanceReporter({"bootstrap.servers": kafka_bootstrap}, events_topic, group,
                                  "range")
+    # kafka-python's range assignor gives nothing of a topic its metadata lacks, and only asks
+    # again at its next metadata refresh (5 min): join once the consumer sees all 3 partitions
+    # (a broker busy with other tests once answered before the new topic was in its metadata).
+    wait_until(lambda: len(consumer.partitions_for_topic(topic) or ()) == 3, DEADLINE_S,
+               "the consumer's metadata showing the topic's 3 partitions", interval=0.2)
     consumer.subscribe([topic], listener=reporter.kafka_python_listener(consumer))
+
     def three_owned() -> bool:
         if len(reporter.owned) >= 3:
             return True

@@ -36,7 +36,6 @@ def retry_topic(group: str) -> str:
     return f"%RETRY%{group}"
 
 
-@pytest.mark.every_5x
 def test_three_consumers_on_eight_queues_are_seen_as_they_hold_them(
         rocketmq_cluster, real_consumer, spark, kafka_bootstrap, make_topic, tmp_path):
     topic, group = fresh("T8"), fresh("g-three")
@@ -66,7 +65,6 @@ def test_three_consumers_on_eight_queues_are_seen_as_they_hold_them(
                          outcome="ok") >= 3
 
 
-@pytest.mark.every_5x
 def test_a_steady_group_is_kept_by_its_alive_events_without_full_heartbeats(
         rocketmq_cluster, real_consumer, spark, kafka_bootstrap, make_topic, tmp_path):
     """Sessions of 10 s in the job, keep-alives every 2 s, full heartbeats only when a member
@@ -218,7 +216,6 @@ def test_a_consumer_that_also_subscribes_a_second_topic_leaves_part_of_it_orphan
         assert group_value(scrape, "rebalance_orphaned_queues", group, topic=common) == 0
 
 
-@pytest.mark.every_5x
 def test_clients_a_broker_allocates_for_are_checked_like_any_other(
         rocketmq_kit, rocketmq_cluster_factory, real_consumer, spark, kafka_bootstrap, make_topic,
         tmp_path):
@@ -330,7 +327,6 @@ def test_brokers_whose_client_lists_differ_are_a_split_view_naming_the_queues_it
                    if f["group"] == group and f["kind"] == "broker_split_view")
 
 
-@pytest.mark.every_5x
 def test_pop_consumers_share_queues_by_design_and_their_readers_per_queue_are_shown(
         rocketmq_kit, rocketmq_cluster_factory, real_consumer, spark, kafka_bootstrap, make_topic,
         tmp_path):
@@ -395,7 +391,6 @@ def grpc_consumers(kit, endpoint: str, group: str, topic: str, kinds, workdir: P
         stop_process_groups(processes, 10)
 
 
-@pytest.mark.every_5x
 def test_grpc_clients_through_a_proxy_are_seen_with_proxy_and_never_owners(
         rocketmq_kit, rocketmq_cluster_factory, real_consumer, spark, kafka_bootstrap, make_topic,
         tmp_path):
@@ -431,7 +426,6 @@ def test_grpc_clients_through_a_proxy_are_seen_with_proxy_and_never_owners(
 LITE_BROKER_CONF = "enableLmq=true\nenableMultiDispatch=true"   # Lite mode's lite topics are LMQs
 
 
-@pytest.mark.every_5x
 def test_lite_consumers_are_shared_readers_never_a_double_nor_an_orphans_cause(
         rocketmq_kit, rocketmq_cluster_factory, spark, kafka_bootstrap, make_topic, tmp_path):
     """RocketMQ 5.5 Lite mode: two real LitePushConsumers of one group, bound to a parent topic
@@ -558,7 +552,6 @@ def calls(scrape, request: str, outcome: str) -> float:
     return scrape.value("rebalance_observer_calls_total", request=request, outcome=outcome) or 0
 
 
-@pytest.mark.every_5x
 def test_with_acl_2_a_normal_user_needs_get_on_the_groups(rocketmq_kit, rocketmq_cluster_factory,
                                                           tmp_path):
     """docs/rocketmq.md: the bridge's user needs Get on Group:*; unsigned, or without that

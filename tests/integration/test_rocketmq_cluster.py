@@ -38,7 +38,6 @@ def test_the_package_list_make_installs_is_the_4_9_8_kits():
     assert package_names(PACKAGE_LIST) == package_names(kit.root / "debian-packages.txt")
 
 
-@pytest.mark.every_5x
 def test_three_consumers_split_eight_queues_three_three_two(rocketmq_cluster, real_consumer):
     topic, group = fresh("split"), fresh("g-split")
     rocketmq_cluster.create_topic(topic, queues=8)
@@ -97,7 +96,6 @@ def test_a_cluster_of_two_brokers_and_a_paused_broker(rocketmq_cluster_factory, 
     assert process_state(cluster.broker_pid("broker-b")) != "T"
 
 
-@pytest.mark.every_5x
 def test_the_brokers_run_the_version_of_their_kit(rocketmq_kit, rocketmq_cluster):
     """clusterList prints each broker's own version: the 5.x kit runs the pinned jars."""
     if rocketmq_kit.version.startswith("4."):
