@@ -216,32 +216,31 @@ class ListedGroup:
 
 # -- Pure part: requests and responses -----------------------------------------------------
 
-def consumer_group_describe_request(group_ids: Iterable[str], version: int | None = None
-                                    ) -> ConsumerGroupDescribeRequest:
+R = TypeVar("R")
+
+
+def _describe_request(request_class: type[R], group_ids: Iterable[str],
+                      version: int | None = None) -> R:
     """version None: the connection picks the highest version both sides support."""
-    request = ConsumerGroupDescribeRequest(group_ids=list(group_ids),
-                                           include_authorized_operations=False)
+    request = request_class(group_ids=list(group_ids), include_authorized_operations=False)
     if version is not None:
         request.API_VERSION = version
     return request
+
+
+def consumer_group_describe_request(group_ids: Iterable[str], version: int | None = None
+                                    ) -> ConsumerGroupDescribeRequest:
+    return _describe_request(ConsumerGroupDescribeRequest, group_ids, version)
 
 
 def share_group_describe_request(group_ids: Iterable[str], version: int | None = None
                                  ) -> ShareGroupDescribeRequest:
-    request = ShareGroupDescribeRequest(group_ids=list(group_ids),
-                                        include_authorized_operations=False)
-    if version is not None:
-        request.API_VERSION = version
-    return request
+    return _describe_request(ShareGroupDescribeRequest, group_ids, version)
 
 
 def streams_group_describe_request(group_ids: Iterable[str], version: int | None = None
                                    ) -> StreamsGroupDescribeRequest:
-    request = StreamsGroupDescribeRequest(group_ids=list(group_ids),
-                                          include_authorized_operations=False)
-    if version is not None:
-        request.API_VERSION = version
-    return request
+    return _describe_request(StreamsGroupDescribeRequest, group_ids, version)
 
 
 def _partitions(assignment) -> tuple[TopicPartition, ...]:
@@ -260,12 +259,8 @@ def parse_consumer_group_describe(response: ConsumerGroupDescribeResponse
     for group in response.groups:
         members = tuple(
             ConsumerGroupMember(
-                member_id=member.member_id,
+                **_member_fields(member),
                 instance_id=member.instance_id,
-                rack_id=member.rack_id,
-                client_id=member.client_id,
-                client_host=member.client_host,
-                member_epoch=member.member_epoch,
                 subscribed_topics=tuple(member.subscribed_topic_names or ()),
                 assignment=_partitions(member.assignment),
                 target_assignment=_partitions(member.target_assignment),
@@ -277,12 +272,20 @@ def parse_consumer_group_describe(response: ConsumerGroupDescribeResponse
     return described
 
 
-def _group_fields(group) -> dict:
-    """The GroupDescription fields of a described group, as both APIs name them."""
+def _group_fields(group, assignor_name: str | None = None) -> dict:
+    """The GroupDescription fields of a described group, as the three APIs name them
+    (StreamsGroupDescribe names no assignor: `assignor_name` says it)."""
     return {"group_id": group.group_id, "error_code": group.error_code,
             "error_message": group.error_message, "group_state": group.group_state,
             "group_epoch": group.group_epoch, "assignment_epoch": group.assignment_epoch,
-            "assignor_name": group.assignor_name}
+            "assignor_name": group.assignor_name if assignor_name is None else assignor_name}
+
+
+def _member_fields(member) -> dict:
+    """The fields every described member has, as the three APIs name them."""
+    return {"member_id": member.member_id, "rack_id": member.rack_id,
+            "client_id": member.client_id, "client_host": member.client_host,
+            "member_epoch": member.member_epoch}
 
 
 def parse_share_group_describe(response: ShareGroupDescribeResponse
@@ -291,11 +294,7 @@ def parse_share_group_describe(response: ShareGroupDescribeResponse
     for group in response.groups:
         members = tuple(
             ShareGroupMember(
-                member_id=member.member_id,
-                rack_id=member.rack_id,
-                member_epoch=member.member_epoch,
-                client_id=member.client_id,
-                client_host=member.client_host,
+                **_member_fields(member),
                 subscribed_topics=tuple(member.subscribed_topic_names or ()),
                 assignment=_partitions(member.assignment),
             )
@@ -336,12 +335,8 @@ def parse_streams_group_describe(response: StreamsGroupDescribeResponse
             for sub in topology.subtopologies)
         members = tuple(
             StreamsGroupMember(
-                member_id=member.member_id,
+                **_member_fields(member),
                 instance_id=member.instance_id,
-                rack_id=member.rack_id,
-                client_id=member.client_id,
-                client_host=member.client_host,
-                member_epoch=member.member_epoch,
                 topology_epoch=member.topology_epoch,
                 process_id=member.process_id,
                 assignment=_streams_tasks(member.assignment),
@@ -349,10 +344,7 @@ def parse_streams_group_describe(response: StreamsGroupDescribeResponse
             )
             for member in group.members or ())
         described[group.group_id] = StreamsGroupDescription(
-            group_id=group.group_id, error_code=group.error_code,
-            error_message=group.error_message, group_state=group.group_state,
-            group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
-            assignor_name=STREAMS_ASSIGNOR,
+            **_group_fields(group, STREAMS_ASSIGNOR),
             topology_epoch=None if topology is None else topology.epoch,
             subtopologies=subtopologies, members=members)
     return described
@@ -404,7 +396,6 @@ def _check_supported(client, request_class: type[ApiMessage]) -> None:
 
 def _describe(client, group_ids: Iterable[str], timeout_s: float,
               request_class: type[ApiMessage],
-              make_request: Callable[[list[str]], ApiMessage],
               parse: Callable[[Any], dict[str, D]]) -> dict[str, D]:
     wanted = list(dict.fromkeys(group_ids))
     if not wanted:
@@ -420,7 +411,8 @@ def _describe(client, group_ids: Iterable[str], timeout_s: float,
         found: dict[str, D] = {}
         for node_id, node_groups in by_node.items():
             try:
-                response = await manager.send(make_request(node_groups), node_id=node_id)
+                response = await manager.send(_describe_request(request_class, node_groups),
+                                              node_id=node_id)
             except Errors.IncompatibleBrokerVersion as exc:
                 raise UnsupportedGroupApi(f"broker {node_id}: {exc}") from exc
             found.update(parse(response))
@@ -445,27 +437,21 @@ def describe_consumer_groups(client, group_ids: Iterable[str], timeout_s: float 
     `client` is a kafka.admin.KafkaAdminClient. A group the coordinator does not know as a
     KIP-848 group (a classic group, a share group, no such group) comes back with
     error_code 69 (GROUP_ID_NOT_FOUND) and no members."""
-    return _describe(client, group_ids, timeout_s, ConsumerGroupDescribeRequest,
-                     consumer_group_describe_request,
-                     parse_consumer_group_describe)
+    return _describe(client, group_ids, timeout_s, ConsumerGroupDescribeRequest, parse_consumer_group_describe)
 
 
 def describe_share_groups(client, group_ids: Iterable[str], timeout_s: float = 30.0
                           ) -> dict[str, ShareGroupDescription]:
     """ShareGroupDescribe of each group's coordinator (one request per coordinator). A group
     that is not a share group comes back with error_code 69 (GROUP_ID_NOT_FOUND)."""
-    return _describe(client, group_ids, timeout_s, ShareGroupDescribeRequest,
-                     share_group_describe_request,
-                     parse_share_group_describe)
+    return _describe(client, group_ids, timeout_s, ShareGroupDescribeRequest, parse_share_group_describe)
 
 
 def describe_streams_groups(client, group_ids: Iterable[str], timeout_s: float = 30.0
                             ) -> dict[str, StreamsGroupDescription]:
     """StreamsGroupDescribe of each group's coordinator (one request per coordinator). A group
     that is not a streams group comes back with error_code 69 (GROUP_ID_NOT_FOUND)."""
-    return _describe(client, group_ids, timeout_s, StreamsGroupDescribeRequest,
-                     streams_group_describe_request,
-                     parse_streams_group_describe)
+    return _describe(client, group_ids, timeout_s, StreamsGroupDescribeRequest, parse_streams_group_describe)
 
 
 def list_groups(client, timeout_s: float = 30.0) -> list[ListedGroup]:
