@@ -437,21 +437,24 @@ def describe_consumer_groups(client, group_ids: Iterable[str], timeout_s: float 
     `client` is a kafka.admin.KafkaAdminClient. A group the coordinator does not know as a
     KIP-848 group (a classic group, a share group, no such group) comes back with
     error_code 69 (GROUP_ID_NOT_FOUND) and no members."""
-    return _describe(client, group_ids, timeout_s, ConsumerGroupDescribeRequest, parse_consumer_group_describe)
+    return _describe(client, group_ids, timeout_s, ConsumerGroupDescribeRequest,
+                     parse_consumer_group_describe)
 
 
 def describe_share_groups(client, group_ids: Iterable[str], timeout_s: float = 30.0
                           ) -> dict[str, ShareGroupDescription]:
     """ShareGroupDescribe of each group's coordinator (one request per coordinator). A group
     that is not a share group comes back with error_code 69 (GROUP_ID_NOT_FOUND)."""
-    return _describe(client, group_ids, timeout_s, ShareGroupDescribeRequest, parse_share_group_describe)
+    return _describe(client, group_ids, timeout_s, ShareGroupDescribeRequest,
+                     parse_share_group_describe)
 
 
 def describe_streams_groups(client, group_ids: Iterable[str], timeout_s: float = 30.0
                             ) -> dict[str, StreamsGroupDescription]:
     """StreamsGroupDescribe of each group's coordinator (one request per coordinator). A group
     that is not a streams group comes back with error_code 69 (GROUP_ID_NOT_FOUND)."""
-    return _describe(client, group_ids, timeout_s, StreamsGroupDescribeRequest, parse_streams_group_describe)
+    return _describe(client, group_ids, timeout_s, StreamsGroupDescribeRequest,
+                     parse_streams_group_describe)
 
 
 def list_groups(client, timeout_s: float = 30.0) -> list[ListedGroup]:
