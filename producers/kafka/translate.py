@@ -184,6 +184,7 @@ def translate_streams_group(description: StreamsGroupDescription,
         beats.append(events.heartbeat(
             ts_ms, description.group_id, member.member_id, topics, description.assignor_name,
             system="kafka", group_type="streams", owned=owned, target=target,
+            group_state=description.group_state,
             member_epoch=member.member_epoch, group_epoch=description.group_epoch,
             assignment_epoch=description.assignment_epoch,
             address=(member.client_host or "").lstrip("/") or None))

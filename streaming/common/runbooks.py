@@ -27,6 +27,7 @@ FINDING_ALERTS = {
     "target_unassigned": "RebalanceKafkaTargetUnassigned",
     "target_skew": "RebalanceKafkaTargetSkew",
     "strategy_unknown": "RebalanceStrategyUnknown",
+    "streams_not_ready": "RebalanceKafkaStreamsNotReady",
 }
 # Kinds no alert is about (their metrics are documented, with no runbook of their own).
 WITHOUT_RUNBOOK = frozenset({"view_divergent", "allocation_mismatch", "holdings_pending"})

@@ -50,7 +50,7 @@ FindingKind = Literal[
     "double_assignment", "orphaned_queue", "skew", "idle_client", "subscription_inconsistent",
     "strategy_inconsistent", "client_id_collision", "view_divergent", "broker_view_divergent",
     "allocation_mismatch", "holdings_pending", "handoff_pending", "target_unassigned",
-    "target_skew", "broker_split_view", "strategy_unknown"]
+    "target_skew", "broker_split_view", "strategy_unknown", "streams_not_ready"]
 # How the producer knows a member's strategy: the client says it (or the producer runs it),
 # the operator named it for the client's SDK, its holdings alone give it, or it is a guess.
 StrategyBasis = Literal["reported", "named", "inferred", "assumed"]
@@ -214,6 +214,8 @@ class GroupMetrics:
     assignment_epoch: int | None = None
     target_skew_ratio: float = 1.0
     target_unassigned: Mapping[str, int] = field(default_factory=dict)
+    # A streams group the broker has no configured topology for (NotReady): 1, else 0.
+    streams_not_ready: int = 0
     # Kafka share groups and RocketMQ POP readers: the most members reading one queue, per topic.
     share_readers: Mapping[str, int] = field(default_factory=dict)
     # RocketMQ clientRebalance=false: queues two brokers give to different clients, per topic.

@@ -102,7 +102,7 @@ def compute(state: GroupState) -> GroupFindings:
         findings += _broker_splits(state, active)
     target_skew_ratio = 1.0
     if any(m.broker_assigned for m in active):
-        findings += _handoffs(active)
+        findings += _handoffs(active) + _streams_not_ready(active)
         if not share:
             unassigned, target_skew_ratio, skewed = _target_findings(contested, active)
             findings += unassigned + skewed
@@ -250,6 +250,16 @@ def _handoffs(active: list[Member]) -> list[Finding]:
                                          "member_epoch": protocol.member_epoch,
                                          "assignment_epoch": protocol.assignment_epoch}))
     return found
+
+
+def _streams_not_ready(active: list[Member]) -> list[Finding]:
+    """A streams group the broker has no configured topology for (its source or internal topics
+    missing or wrongly partitioned): it assigns no task, so the application processes nothing,
+    and with no task in any route nothing else would say so."""
+    states = {m.protocol.group_state for m in active
+              if m.protocol is not None and m.protocol.group_type == "streams"}
+    return [finding("streams_not_ready", detail={"state": "NotReady"})] \
+        if "NotReady" in states else []
 
 
 def _target_findings(route: TopicQueues,

@@ -34,6 +34,7 @@ def _assignment_metrics(state: GroupState, result: GroupFindings) -> dict[str, A
     epochs = [p.group_epoch for p in protocols if p.group_epoch is not None]
     targets = [p.assignment_epoch for p in protocols if p.assignment_epoch is not None]
     return {**out, "reconciling_members": result.count("handoff_pending"),
+            "streams_not_ready": min(1, result.count("streams_not_ready")),
             "handoff_since_ms": min(pending) if pending else None,
             "max_epoch_lag": max((p.epoch_lag for p in protocols), default=0),
             "group_epoch": max(epochs) if epochs else None,

@@ -101,6 +101,9 @@ KAFKA_GROUP_GAUGES = (
     ("rebalance_kafka_target_skew_ratio",
      "Max member load in the broker's target / ceil(partitions / members); 1.0 is even.",
      attrgetter("target_skew_ratio")),
+    ("rebalance_kafka_streams_not_ready",
+     "1 while a streams group is NotReady: no configured topology, so no task is assigned.",
+     attrgetter("streams_not_ready")),
 )
 # RocketMQ groups only.
 ROCKETMQ_TOPIC_GAUGES = (

@@ -61,6 +61,7 @@ REQUIRED_ALERTS = {
     "RebalanceKafkaHandoffStuck": ("critical", "2m"),
     "RebalanceKafkaTargetUnassigned": ("critical", "5m"),
     "RebalanceKafkaTargetSkew": ("warning", "15m"),
+    "RebalanceKafkaStreamsNotReady": ("critical", "2m"),
     "RebalanceBrokerSplitView": ("critical", "5m"),
     "RebalanceMonitorStalled": ("critical", None),
     "RebalanceMonitorInvalidEvents": ("warning", "10m"),
@@ -278,7 +279,8 @@ GROUP_ALERTS = {"RebalanceDoubleAssignment", "RebalanceOrphanedQueues", "Rebalan
                 "RebalanceClientIdCollision", "RebalanceStorm", "RebalanceAssignorChanged",
                 "RebalanceAliveUnknownMembers", "RebalanceStrategyUnknown",
                 "RebalanceKafkaHandoffStuck", "RebalanceKafkaTargetUnassigned",
-                "RebalanceKafkaTargetSkew", "RebalanceBrokerSplitView"}
+                "RebalanceKafkaTargetSkew", "RebalanceKafkaStreamsNotReady",
+                "RebalanceBrokerSplitView"}
 
 
 def test_every_alert_about_one_group_links_that_groups_page():

@@ -120,3 +120,32 @@ def test_a_group_without_a_configured_topology_says_so_and_routes_nothing():
     assert out.warnings == ["group app: the broker has no configured topology for it (state "
                             "NotReady: source or internal topics missing, or not initialized); "
                             "its task counts are unknown"]
+
+
+def test_a_not_ready_group_is_a_finding_while_it_lasts_not_a_quiet_group_with_nothing_to_do():
+    waiting = [thread("m1", tasks(), epoch=0), thread("m2", tasks(), epoch=0, process="p-2")]
+    run = run_of(streams_group(waiting, "NotReady", (1, 0), topology=None))
+    assert kinds(run) == {"streams_not_ready": [(None, (), ())]}
+    assert run.metrics.streams_not_ready == 1
+    (started,) = run.findings
+    assert (started.status, started.detail) == ("started", {"state": "NotReady"})
+    # The missing topic is created: the broker configures the topology and assigns the tasks.
+    run.batch(translate_streams_group(streams_group(SETTLED), PARTITIONS, TS + 60_000).events)
+    assert kinds(run) == {} and run.metrics.streams_not_ready == 0
+    assert [r.status for r in run.findings] == ["started", "ended"]
+
+
+def test_the_group_state_survives_the_state_blob_and_a_row_without_it_reads_as_before():
+    from streaming.core.state.codec import _protocol_in, _protocol_out, decode, encode
+    from streaming.core.state.group import GroupState, apply_event
+    from streaming.core.state.stored import Stored
+
+    state = GroupState("app", "kafka", 45_000)
+    described = streams_group([thread("m1", tasks(), epoch=0)], "NotReady", (1, 0), topology=None)
+    for raw in translate_streams_group(described, PARTITIONS, TS).events:
+        for event in parse_event(raw):
+            apply_event(state, event)
+    (member,) = decode(encode(Stored(state, [], 0, {}, TS))).settled.members.values()
+    assert member.protocol.group_state == "NotReady"
+    written_before = _protocol_out(member.protocol)[:5]    # a build before group_state
+    assert _protocol_in(written_before).group_state is None

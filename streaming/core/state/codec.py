@@ -207,16 +207,18 @@ def _member_in(row: Sequence[JsonValue]) -> Member:
 
 
 def _protocol_out(protocol: GroupProtocol) -> list[JsonValue]:
+    # The group's state, when the broker gave one, last: a row without it reads as before.
+    state = [] if protocol.group_state is None else [protocol.group_state]
     return [protocol.group_type, _owned_out(protocol.target), protocol.member_epoch,
-            protocol.group_epoch, protocol.assignment_epoch]
+            protocol.group_epoch, protocol.assignment_epoch, *state]
 
 
 def _protocol_in(row: Sequence[JsonValue] | None) -> GroupProtocol | None:
     if row is None:
         return None
-    group_type, target, member_epoch, group_epoch, assignment_epoch = row
+    group_type, target, member_epoch, group_epoch, assignment_epoch, *state = row
     return GroupProtocol(group_type, _owned_in(target), member_epoch, group_epoch,
-                         assignment_epoch)
+                         assignment_epoch, state[0] if state else None)
 
 
 def _owned_out(owned: tuple[Owned, ...] | None) -> dict[str, QueueRuns] | None:

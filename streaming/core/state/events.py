@@ -60,14 +60,16 @@ BrokerAnswers = tuple[BrokerAnswer, ...]
 @dataclass(frozen=True)
 class GroupProtocol:
     """What a Kafka broker says of a member's group beyond the classic protocol: the group type
-    and, for a broker-assigned group, the member's target assignment and the epochs (KIP-848:
-    the member has caught up when its epoch reaches the target assignment's epoch)."""
+    and, for a broker-assigned group, the member's target assignment, the epochs (KIP-848: the
+    member has caught up when its epoch reaches the target assignment's epoch) and the group's
+    state."""
 
     group_type: str = "classic"
     target: tuple[Owned, ...] | None = None
     member_epoch: int | None = None
     group_epoch: int | None = None
     assignment_epoch: int | None = None
+    group_state: str | None = None
 
     @property
     def broker_assigned(self) -> bool:
@@ -434,9 +436,11 @@ def _group_protocol(obj: Mapping[str, JsonValue]) -> GroupProtocol | None:
     epochs = {name: None if obj.get(name) is None else _int(obj[name], name, -1, MAX_EPOCH)
               for name in ("member_epoch", "group_epoch", "assignment_epoch")}
     target = _owned(obj.get("target"), "kafka", "target")
-    if group_type == "classic" and target is None and all(v is None for v in epochs.values()):
+    state = None if obj.get("group_state") is None else _name(obj["group_state"], "group_state")
+    if (group_type == "classic" and target is None and state is None
+            and all(v is None for v in epochs.values())):
         return None
-    return GroupProtocol(group_type, target, **epochs)
+    return GroupProtocol(group_type, target, **epochs, group_state=state)
 
 
 def _strategy(value: object, system: str, any_name: bool = False) -> str:

@@ -222,6 +222,13 @@ FIELDS: tuple[ContractField, ...] = (
          "items": {"type": "array", "minItems": 2, "maxItems": 2}},
         [["T-sample", 0]], "protocol",
         extra={"system": "kafka", "strategy": "uniform", "group_type": "consumer"}),
+    ContractField(
+        "group_state", HEARTBEAT, "string", "no",
+        "Kafka `streams` groups: the group's state as the broker describes it (`Stable`, "
+        "`Reconciling`, `Assigning`, `Empty`, or `NotReady`: no configured topology, its source "
+        "or internal topics missing or wrongly partitioned, so no task is assigned and the "
+        "application processes nothing: `streams_not_ready`)", NAME, "NotReady", "protocol",
+        extra={"system": "kafka", "strategy": "sticky", "group_type": "streams"}),
     *(ContractField(
         name, HEARTBEAT, "integer >= -1", "no",
         f"Kafka groups the broker assigns: the {whose} epoch. A member below the target "
