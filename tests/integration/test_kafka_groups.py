@@ -51,7 +51,7 @@ SYSTEM = "kafka"
 CLUSTER = "kafka-under-test"
 ALL_VALUES = ".*"       # a dashboard variable set to All (its allValue)
 FAST_FOR = {"RebalanceKafkaHandoffStuck": "3s", "RebalanceDoubleAssignment": "3s",
-            "RebalanceOrphanedQueues": "3s"}
+            "RebalanceOrphanedQueues": "3s", "RebalanceKafkaStreamsNotReady": "3s"}
 JAVA_SOURCES = Path(__file__).parent / "kafka_java"
 
 
@@ -613,3 +613,47 @@ def test_a_streams_thread_stuck_in_processing_holds_its_tasks_and_fires_the_stuc
         block.unlink(missing_ok=True)
         for instance in (*first, late):
             instance.kill()
+
+
+def set_group_configs(bootstrap: str, group: str, configs: dict[str, str]) -> None:
+    """Group-level configs (Kafka 4.x GroupConfig), set before or after the group exists."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+        for name, value in configs.items()])
+    admin = AdminClient({"bootstrap.servers": bootstrap})   # alive until the answers are in
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(30)
+
+
+def test_a_streams_app_whose_source_topic_is_missing_is_not_ready_until_it_exists(watched,
+                                                                                   tmp_path):
+    source, app = fresh("streams-missing"), fresh("streams-missing-app")
+    # Kafka Streams gives up on a missing source topic after two heartbeat intervals: at this
+    # group's 15 s, the instance waits 30 s for it, time for the monitor to show the wait.
+    set_group_configs(watched.bootstrap, app, {"streams.heartbeat.interval.ms": "15000",
+                                               "streams.session.timeout.ms": "45000"})
+    instance = StreamsApp(watched.bootstrap, app, source, tmp_path, name="waiting")
+    try:
+        instance.start()
+        # The broker configures no topology without the source topic: it assigns no task and
+        # describes the group NotReady, which the monitor shows.
+        watched.monitor.wait_for(lambda s: watched.value(
+            s, "rebalance_kafka_streams_not_ready", app) == 1, timeout=25)
+        assert instance.active == frozenset()         # the instance agrees: it runs nothing
+        create_topic(watched.bootstrap, source, 2)
+        wait_for_tasks([instance], {"0": 2, "1": 2}, timeout=60)
+        wait_for_the_monitor_to_show(watched, app, [instance], 2)
+        assert watched.value(watched.monitor.scrape(), "rebalance_kafka_streams_not_ready",
+                             app) == 0
+        assert [r["status"] for r in watched.findings(app)
+                if r["kind"] == "streams_not_ready"] == ["started", "ended"]
+    finally:
+        instance.kill()
