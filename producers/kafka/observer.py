@@ -42,6 +42,7 @@ from producers.kafka.translate import (
     translate_streams_group,
 )
 from streaming.common.faults import error_cause
+from streaming.core.contract import BROKER_ASSIGNED
 from streaming.common.kafka_options import KafkaClientOptions
 
 log = logging.getLogger("rebalance_monitor.observe_kafka")
@@ -72,7 +73,7 @@ def _watched_types(listed: Iterable[Mapping]) -> dict[str, str]:
     watched = {}
     for group in listed:
         kind = (group.get("group_type") or "classic").lower()
-        if kind in ("consumer", "share", "streams") or (
+        if kind in BROKER_ASSIGNED or (
                 kind == "classic" and group.get("protocol_type") in ("consumer", "", None)):
             watched[group["group_id"]] = kind
     return watched

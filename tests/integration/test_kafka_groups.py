@@ -51,7 +51,7 @@ SYSTEM = "kafka"
 CLUSTER = "kafka-under-test"
 ALL_VALUES = ".*"       # a dashboard variable set to All (its allValue)
 FAST_FOR = {"RebalanceKafkaHandoffStuck": "3s", "RebalanceDoubleAssignment": "3s",
-            "RebalanceOrphanedQueues": "3s", "RebalanceKafkaStreamsNotReady": "3s"}
+            "RebalanceOrphanedQueues": "3s"}
 JAVA_SOURCES = Path(__file__).parent / "kafka_java"
 
 
