@@ -42,8 +42,8 @@ from producers.kafka.translate import (
     translate_streams_group,
 )
 from streaming.common.faults import error_cause
-from streaming.core.contract import BROKER_ASSIGNED
 from streaming.common.kafka_options import KafkaClientOptions
+from streaming.core.contract import BROKER_ASSIGNED
 
 log = logging.getLogger("rebalance_monitor.observe_kafka")
 
