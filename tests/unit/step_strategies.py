@@ -89,13 +89,16 @@ def kafka_event(draw, ts: int) -> dict:
         event["owned"] = [["T1", p] for p in draw(st.lists(st.integers(0, 5), max_size=3))]
     if draw(st.integers(0, 4)) == 0:
         event["group_instance_id"] = f"pod-{client}"
-    if draw(st.integers(0, 2)) == 0:       # a KIP-848 (or share) member: target and epochs
+    if draw(st.integers(0, 2)) == 0:  # a KIP-848, share or streams member: target and epochs
         epoch = draw(st.integers(1, 3))
-        event.update(group_type=draw(st.sampled_from(["consumer", "consumer", "share"])),
-                     strategy=draw(st.sampled_from(["uniform", "range", "simple"])),
+        event.update(group_type=draw(st.sampled_from(["consumer", "consumer", "share",
+                                                      "streams"])),
+                     strategy=draw(st.sampled_from(["uniform", "range", "simple", "sticky"])),
                      target=[["T1", p] for p in draw(st.lists(st.integers(0, 5), max_size=3))],
                      member_epoch=epoch - draw(st.integers(0, 1)), group_epoch=epoch,
                      assignment_epoch=epoch)
+        if event["group_type"] == "streams":
+            event["group_state"] = draw(st.sampled_from(["Stable", "Reconciling", "NotReady"]))
     return event
 
 
