@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from producers.kafka.translate import task_space
 from streaming.common.topics import create_topic
 from tests.integration.kafka_consumers import (
     JavaConsumer,
@@ -515,23 +516,23 @@ def test_a_partition_a_share_groups_assignor_gives_nobody_is_orphaned_and_alerts
 # -- Kafka Streams groups (KIP-1071) ----------------------------------------------------------
 
 def shown_tasks(watched: Watched, app: str) -> list[frozenset] | None:
-    """What the monitor's group API shows each member of the streams group running (a task
-    of subtopology s is queue p of topic "subtopology s"), sorted; None before it shows any."""
+    """What the monitor's group API shows each member of the streams group running, as
+    (topic, queue) (task s_p is queue p of task_space(s)), sorted; None before it shows any."""
     try:
         detail = watched.monitor.group(SYSTEM, app)["detail"]
     except ValueError:   # not listed yet
         return None
     if detail is None:
         return None
-    return sorted((frozenset((topic.removeprefix("subtopology "), queue)
-                             for topic, _, queue in member["owned"] or ())
+    return sorted((frozenset((topic, queue) for topic, _, queue in member["owned"] or ())
                    for member in detail["members"]), key=sorted)
 
 
 def wait_for_the_monitor_to_show(watched: Watched, app: str, apps, tasks: int) -> None:
     """Until the monitor shows each member running exactly what one real instance says it
     runs, every task in a route, none doubled or orphaned, and the group typed streams."""
-    truth = sorted((app_.active for app_ in apps), key=sorted)
+    truth = sorted((frozenset((task_space(sub), p) for sub, p in app_.active) for app_ in apps),
+                   key=sorted)
 
     def agrees() -> bool:
         if shown_tasks(watched, app) != truth:
