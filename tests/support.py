@@ -5,6 +5,7 @@
   every harness's wait_for delegates to it.
 - read_topic / read_values: a topic's records from the start, read to its end or until a
   condition on them holds.
+- COUNTED_WRITES: producer settings for records a test later counts.
 """
 
 from __future__ import annotations
@@ -17,6 +18,11 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartiti
 from prometheus_client.parser import text_string_to_metric_families
 
 T = TypeVar("T")
+
+# A test that checks the job's counts against what it wrote needs each acknowledged record in the
+# topic once. Without idempotence a request timed out against a stalled broker is sent again, and
+# the broker, once resumed, appends both copies (a CI run counted 170 heartbeats for 116 written).
+COUNTED_WRITES = {"linger.ms": 5, "enable.idempotence": True}
 
 
 class Scrape:

@@ -9,11 +9,12 @@ from producers.simulator.clock import FastClock
 from producers.simulator.scenarios import SCENARIOS
 from streaming import jars
 from tests.integration.monitor_harness import RunningMonitor
+from tests.support import COUNTED_WRITES
 
 
 def produce_scenario(bootstrap: str, topic: str, scenario, clock=None) -> int:
     """Produce a simulator scenario's encoded events (key = group) into the topic."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    producer = Producer({"bootstrap.servers": bootstrap, **COUNTED_WRITES})
     count = 0
     for key, value in scenario.run_encoded(clock or FastClock()):
         producer.produce(topic, value, key)

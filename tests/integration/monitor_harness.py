@@ -18,12 +18,12 @@ from confluent_kafka import Producer
 from streaming.spark.config import JobConfig
 from streaming.spark.job import Monitor
 from tests.environment import TEST_SOURCE
-from tests.support import Scrape, wait_until
+from tests.support import COUNTED_WRITES, Scrape, wait_until
 
 
 def produce_events(bootstrap: str, topic: str, events: Iterable[Mapping | bytes]) -> int:
     """Produce JSON events keyed by group, with the Kafka timestamp = the event's ts."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    producer = Producer({"bootstrap.servers": bootstrap, **COUNTED_WRITES})
     count = 0
     for event in events:
         if isinstance(event, bytes | bytearray):

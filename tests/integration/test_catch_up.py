@@ -31,7 +31,7 @@ from tests.integration.job_process import (
     committed_batches,
     settled,
 )
-from tests.support import read_topic
+from tests.support import COUNTED_WRITES, read_topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -106,7 +106,7 @@ def produce_backlog(bootstrap: str, records) -> Acknowledged:
             partition = str(message.partition())
             ends[partition] = max(ends.get(partition, 0), message.offset() + 1)
 
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    producer = Producer({"bootstrap.servers": bootstrap, **COUNTED_WRITES})
     for partition, key, value, ts in records:
         producer.produce(topic, value, key, partition=partition, timestamp=ts,
                          on_delivery=on_delivery)

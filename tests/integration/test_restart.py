@@ -45,7 +45,7 @@ from tests.integration.scenario_workload import (
     expected_counts,
     scenario_records,
 )
-from tests.support import read_topic
+from tests.support import COUNTED_WRITES, read_topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -88,7 +88,7 @@ def workload(kafka_bootstrap) -> Workload:
     topic = f"test.restart.{uuid.uuid4().hex[:8]}"
     create_topic(kafka_bootstrap, topic, 2)
     records, truth = scenario_records()
-    producer = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 5})
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, **COUNTED_WRITES})
     for key, value, ts in records:
         producer.produce(topic, value, key, timestamp=ts)
     last_ts = records[-1][2]
