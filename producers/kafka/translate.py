@@ -170,21 +170,21 @@ def translate_streams_group(description: StreamsGroupDescription,
                             partitions: Mapping[str, int], ts_ms: int, *,
                             previous_members: Iterable[str] = ()) -> Translation:
     """Events for one streams group as StreamsGroupDescribe gives it: per member (a stream
-    thread), its current active tasks (`owned`), its target active tasks and the epochs; a
-    route per subtopology whose task count the topology gives (its largest source topic). An
-    active task is processed by one member only, as a partition is in a consumer group; standby
-    and warm-up tasks only copy state and are not reported yet."""
+    thread), its process, its current active tasks (`owned`), standby and warm-up tasks, its
+    target active tasks and the epochs; a route per subtopology whose task count the topology
+    gives (its largest source topic). An active task is processed by one member only, as a
+    partition is in a consumer group; a standby or warm-up task only copies its state."""
     spaces = {task_space(sub.subtopology_id): _task_count(sub, partitions)
               for sub in description.subtopologies or ()}
     beats = []
     for member in description.members:
-        owned = [[task_space(s), p] for s, p in member.assignment.active]
-        target = [[task_space(s), p] for s, p in member.target_assignment.active]
-        topics = sorted(set(spaces) | {t for t, _ in owned} | {t for t, _ in target})
+        current, target = _tasks(member.assignment), _tasks(member.target_assignment)
+        topics = sorted(set(spaces) | {t for t, _ in current["owned"]}
+                        | {t for t, _ in target["owned"]})
         beats.append(events.heartbeat(
             ts_ms, description.group_id, member.member_id, topics, description.assignor_name,
-            system="kafka", group_type="streams", owned=owned, target=target,
-            group_state=description.group_state,
+            system="kafka", group_type="streams", **current, target=target["owned"],
+            process_id=member.process_id or None, group_state=description.group_state,
             member_epoch=member.member_epoch, group_epoch=description.group_epoch,
             assignment_epoch=description.assignment_epoch,
             address=(member.client_host or "").lstrip("/") or None))
@@ -196,6 +196,13 @@ def translate_streams_group(description: StreamsGroupDescription,
             f"(state {description.group_state}: source or internal topics missing, or not "
             "initialized); its task counts are unknown")
     return out
+
+
+def _tasks(assignment) -> dict[str, list[list]]:
+    """A streams assignment as heartbeat fields: each task s_p as [task_space(s), p]."""
+    return {field: [[task_space(s), p] for s, p in tasks] for field, tasks in (
+        ("owned", assignment.active), ("standby", assignment.standby),
+        ("warmup", assignment.warmup))}
 
 
 def _task_count(subtopology, partitions: Mapping[str, int]) -> int | None:

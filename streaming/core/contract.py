@@ -50,7 +50,8 @@ FindingKind = Literal[
     "double_assignment", "orphaned_queue", "skew", "idle_client", "subscription_inconsistent",
     "strategy_inconsistent", "client_id_collision", "view_divergent", "broker_view_divergent",
     "allocation_mismatch", "holdings_pending", "handoff_pending", "target_unassigned",
-    "target_skew", "broker_split_view", "strategy_unknown", "streams_not_ready"]
+    "target_skew", "broker_split_view", "strategy_unknown", "streams_not_ready",
+    "standby_with_active"]
 # How the producer knows a member's strategy: the client says it (or the producer runs it),
 # the operator named it for the client's SDK, its holdings alone give it, or it is a guess.
 StrategyBasis = Literal["reported", "named", "inferred", "assumed"]
@@ -216,6 +217,9 @@ class GroupMetrics:
     target_unassigned: Mapping[str, int] = field(default_factory=dict)
     # A streams group the broker has no configured topology for (NotReady): 1, else 0.
     streams_not_ready: int = 0
+    # A streams group: tasks with a standby or warm-up copy on the process of their active
+    # owner (no redundancy), by task space.
+    standby_with_active: Mapping[str, int] = field(default_factory=dict)
     # Kafka share groups and RocketMQ POP readers: the most members reading one queue, per topic.
     share_readers: Mapping[str, int] = field(default_factory=dict)
     # RocketMQ clientRebalance=false: queues two brokers give to different clients, per topic.
@@ -244,7 +248,9 @@ MemberRef = tuple[str, str]           # (client_id, address or ""): one process 
 class QueueOwners:
     """One queue of the group and who holds it: the members whose reported holdings (`owned`)
     name it, the members the monitor's re-run gives it, and (a group the broker assigns) the
-    members whose target names it. `in_route`: the queue is in the topic's current route."""
+    members whose target names it; (a streams group, whose queues are tasks) the members that
+    keep a standby or warm-up copy of the task's state. `in_route`: the queue is in the topic's
+    current route."""
 
     topic: str
     broker: str                       # Kafka: ""
@@ -253,6 +259,12 @@ class QueueOwners:
     reported: tuple[MemberRef, ...] = ()
     rerun: tuple[MemberRef, ...] = ()
     target: tuple[MemberRef, ...] = ()
+    standby: tuple[MemberRef, ...] = ()
+    warmup: tuple[MemberRef, ...] = ()
+
+
+# QueueOwners' holder lists: every field after in_route.
+OWNER_KINDS: tuple[str, ...] = tuple(f.name for f in fields(QueueOwners)[4:])
 
 
 @dataclass(frozen=True)

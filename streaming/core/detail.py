@@ -17,9 +17,10 @@ state and its open findings; the step builds it when something it shows changed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from streaming.core.contract import (
+    OWNER_KINDS,
     FindingIdentity,
     GroupDetail,
     JsonValue,
@@ -60,21 +61,14 @@ def _member(member: Member) -> MemberDetail:
 def _queues(state: GroupState, members: list[Member]) -> tuple[QueueOwners, ...]:
     """Per topic of any member: the route's queues in its order, then any other queue a member
     reports or is given (a queue the route no longer has)."""
-    reported: Holders = {}
-    rerun: Holders = {}
-    target: Holders = {}
+    holders: dict[str, Holders] = {kind: {} for kind in OWNER_KINDS}
     for member in members:
-        for topic, broker, queue_id in member.owned or ():
-            reported.setdefault((topic, (broker, queue_id)), []).append(member.key)
-        for topic, queues in state.computed.get(member.key, {}).items():
-            for queue in queues:
-                rerun.setdefault((topic, queue), []).append(member.key)
-        protocol = member.protocol
-        for topic, broker, queue_id in (protocol.target or ()) if protocol is not None else ():
-            target.setdefault((topic, (broker, queue_id)), []).append(member.key)
+        for kind, held in _held(state, member):
+            for topic, broker, queue_id in held:
+                holders[kind].setdefault((topic, (broker, queue_id)), []).append(member.key)
     held_by_topic: dict[str, set[Queue2]] = {t: set() for m in members for t in m.topics}
-    for held in (reported, rerun, target):
-        for topic, queue in held:
+    for places in holders.values():
+        for topic, queue in places:
             held_by_topic.setdefault(topic, set()).add(queue)
     out = []
     for topic in sorted(held_by_topic):
@@ -82,10 +76,21 @@ def _queues(state: GroupState, members: list[Member]) -> tuple[QueueOwners, ...]
         in_route = set(route)
         for queue in (*route, *sorted(held_by_topic[topic] - in_route)):
             place = (topic, queue)
-            out.append(QueueOwners(topic, queue[0], queue[1], queue in in_route,
-                                   _sorted(reported.get(place)), _sorted(rerun.get(place)),
-                                   _sorted(target.get(place))))
+            out.append(QueueOwners(topic, queue[0], queue[1], queue in in_route, **{
+                kind: _sorted(places.get(place)) for kind, places in holders.items()}))
     return tuple(out)
+
+
+def _held(state: GroupState, member: Member) -> Iterator[tuple[str, Iterable[tuple[str, str, int]]]]:
+    """Each of OWNER_KINDS with what the member holds of it."""
+    protocol = member.protocol
+    yield "reported", member.owned or ()
+    yield "rerun", ((topic, *queue) for topic, queues in state.computed.get(member.key, {}).items()
+                    for queue in queues)
+    if protocol is not None:
+        yield "target", protocol.target or ()
+        yield "standby", protocol.standby or ()
+        yield "warmup", protocol.warmup or ()
 
 
 def _sorted(holders: list[MemberRef] | None) -> tuple[MemberRef, ...]:

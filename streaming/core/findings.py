@@ -102,7 +102,7 @@ def compute(state: GroupState) -> GroupFindings:
         findings += _broker_splits(state, active)
     target_skew_ratio = 1.0
     if any(m.broker_assigned for m in active):
-        findings += _handoffs(active) + _streams_not_ready(active)
+        findings += _handoffs(active) + _streams_not_ready(active) + _standby_with_active(active)
         if not share:
             unassigned, target_skew_ratio, skewed = _target_findings(contested, active)
             findings += unassigned + skewed
@@ -260,6 +260,33 @@ def _streams_not_ready(active: list[Member]) -> list[Finding]:
               if m.protocol is not None and m.protocol.group_type == "streams"}
     return [finding("streams_not_ready", detail={"state": "NotReady"})] \
         if "NotReady" in states else []
+
+
+def _standby_with_active(active: list[Member]) -> list[Finding]:
+    """A streams task whose standby or warm-up copy is on the process of its active owner: the
+    copy shares the owner's disk and fate, so losing that process loses both and the task's
+    state is rebuilt from its changelog. The broker's sticky assignor never targets one there,
+    so one seen there is a thread that kept its copy after the task moved to another thread of
+    its process (a hand-off not finished), or an assignor that breaks the rule."""
+    processes: dict[tuple[str, str, int], set[str]] = {}
+    for member in active:
+        protocol = member.protocol
+        if protocol is not None and protocol.process_id is not None:
+            for task in member.owned or ():
+                processes.setdefault(task, set()).add(protocol.process_id)
+    found = []
+    for member in active:
+        protocol = member.protocol
+        if protocol is None or protocol.process_id is None:
+            continue
+        for kind, copies in (("standby", protocol.standby), ("warmup", protocol.warmup)):
+            for topic, broker, queue_id in copies or ():
+                if protocol.process_id in processes.get((topic, broker, queue_id), ()):
+                    found.append(finding("standby_with_active", topic, (broker, queue_id),
+                                         clients=(member.client_id,), address=member.address,
+                                         detail={"copy": kind,
+                                                 "process_id": protocol.process_id}))
+    return found
 
 
 def _target_findings(route: TopicQueues,

@@ -35,6 +35,8 @@ def _assignment_metrics(state: GroupState, result: GroupFindings) -> dict[str, A
     targets = [p.assignment_epoch for p in protocols if p.assignment_epoch is not None]
     return {**out, "reconciling_members": result.count("handoff_pending"),
             "streams_not_ready": min(1, result.count("streams_not_ready")),
+            "standby_with_active": {t: result.count("standby_with_active", t)
+                                    for t in result.queues} if kind == "streams" else {},
             "handoff_since_ms": min(pending) if pending else None,
             "max_epoch_lag": max((p.epoch_lag for p in protocols), default=0),
             "group_epoch": max(epochs) if epochs else None,

@@ -25,7 +25,7 @@ import json
 from collections.abc import Callable
 from urllib.parse import unquote
 
-from streaming.core.contract import GroupKey, Identified, MemberRef
+from streaming.core.contract import OWNER_KINDS, GroupKey, Identified, MemberRef
 from streaming.exporter import pages
 from streaming.exporter.history import FindingSpan, GroupHistory, Rebalances
 from streaming.exporter.views import (
@@ -87,8 +87,8 @@ def group_json(view: GroupView, links: PageLinks = NO_LINKS) -> dict:
                     "in_route": q.in_route,
                     "double_assigned": (q.topic, (q.broker, q.queue_id)) in doubled,
                     "orphaned": (q.topic, (q.broker, q.queue_id)) in orphaned,
-                    "reported": _owners(q.reported), "rerun": _owners(q.rerun),
-                    "target": _owners(q.target)} for q in detail.queues],
+                    **{kind: _owners(getattr(q, kind)) for kind in OWNER_KINDS}}
+                   for q in detail.queues],
         "members": [{"client_id": m.client_id, "address": m.address, "topics": list(m.topics),
                      "strategy": m.strategy, "strategy_basis": m.strategy_basis,
                      "model": m.model, "shared": m.shared,

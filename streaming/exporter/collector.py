@@ -121,6 +121,9 @@ KAFKA_TOPIC_GAUGES = (
     ("rebalance_kafka_share_max_readers",
      "Share groups: the most members reading one partition of the topic (several by design).",
      attrgetter("share_readers")),
+    ("rebalance_kafka_streams_standby_with_active_tasks",
+     "Streams groups: tasks with a standby or warm-up copy on their active owner's process.",
+     attrgetter("standby_with_active")),
 )
 
 

@@ -160,9 +160,15 @@ def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
+# The holder columns after reported and re-run, each shown once a queue has such a holder.
+BROKER_COLUMNS = (("target", "Owners (broker's target)"), ("standby", "Standby copies"),
+                  ("warmup", "Warm-up copies"))
+
+
 def _queues(detail: GroupDetail) -> str:
     doubled, orphaned = conflicted_queues(detail)
-    targets = any(q.target for q in detail.queues)
+    shown = [(kind, title) for kind, title in BROKER_COLUMNS
+             if any(getattr(q, kind) for q in detail.queues)]
     rows = []
     for q in detail.queues:
         place = (q.topic, (q.broker, q.queue_id))
@@ -174,10 +180,11 @@ def _queues(detail: GroupDetail) -> str:
             f'<td class="queue-id">{escape(_queue_name(q.broker, q.queue_id))}</td>'
             f'<td class="state">{state}</td><td class="reported">{_owner_list(q.reported)}</td>'
             f'<td class="rerun">{_owner_list(q.rerun)}</td>'
-            + (f'<td class="target">{_owner_list(q.target)}</td>' if targets else "") + "</tr>")
+            + "".join(f'<td class="{kind}">{_owner_list(getattr(q, kind))}</td>'
+                      for kind, _ in shown) + "</tr>")
     header = ("<tr><th>Topic</th><th>Queue</th><th>State</th><th>Owners (reported)</th>"
-              "<th>Owners (monitor's re-run)</th>" + ("<th>Owners (broker's target)</th>"
-                                                      if targets else "") + "</tr>")
+              "<th>Owners (monitor's re-run)</th>"
+              + "".join(f"<th>{title}</th>" for _, title in shown) + "</tr>")
     if not rows:
         return "<h2>Queues</h2><p>No queue: no member subscribes to a topic with a route.</p>"
     return f'<h2>Queues</h2><table class="queues">{header}{"".join(rows)}</table>'

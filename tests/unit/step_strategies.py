@@ -99,6 +99,11 @@ def kafka_event(draw, ts: int) -> dict:
                      assignment_epoch=epoch)
         if event["group_type"] == "streams":
             event["group_state"] = draw(st.sampled_from(["Stable", "Reconciling", "NotReady"]))
+            event["process_id"] = draw(st.sampled_from(["p1", "p2"]))   # threads share one
+            for copies in ("standby", "warmup"):
+                if draw(st.booleans()):
+                    event[copies] = [["T1", p] for p in draw(st.lists(st.integers(0, 5),
+                                                                      max_size=2))]
     return event
 
 

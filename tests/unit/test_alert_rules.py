@@ -62,6 +62,7 @@ REQUIRED_ALERTS = {
     "RebalanceKafkaTargetUnassigned": ("critical", "5m"),
     "RebalanceKafkaTargetSkew": ("warning", "15m"),
     "RebalanceKafkaStreamsNotReady": ("critical", "2m"),
+    "RebalanceKafkaStreamsStandbyWithActive": ("warning", "10m"),
     "RebalanceBrokerSplitView": ("critical", "5m"),
     "RebalanceMonitorStalled": ("critical", None),
     "RebalanceMonitorInvalidEvents": ("warning", "10m"),
@@ -280,6 +281,7 @@ GROUP_ALERTS = {"RebalanceDoubleAssignment", "RebalanceOrphanedQueues", "Rebalan
                 "RebalanceAliveUnknownMembers", "RebalanceStrategyUnknown",
                 "RebalanceKafkaHandoffStuck", "RebalanceKafkaTargetUnassigned",
                 "RebalanceKafkaTargetSkew", "RebalanceKafkaStreamsNotReady",
+                "RebalanceKafkaStreamsStandbyWithActive",
                 "RebalanceBrokerSplitView"}
 
 

@@ -149,3 +149,65 @@ def test_the_group_state_survives_the_state_blob_and_a_row_without_it_reads_as_b
     assert member.protocol.group_state == "NotReady"
     written_before = _protocol_out(member.protocol)[:5]    # a build before group_state
     assert _protocol_in(written_before).group_state is None
+
+
+def test_each_thread_reports_its_process_and_its_standby_and_warm_up_copies():
+    copies = StreamsTasks(active=(("0", 0),), standby=(("1", 2),), warmup=(("1", 3),))
+    out = translate_streams_group(streams_group([thread("m1", copies, process="p-9")]),
+                                  PARTITIONS, TS)
+    (beat,) = [e for e in parse_event(out.events[0])]
+    assert beat.owned == ((S0, "", 0),)
+    assert (beat.protocol.standby, beat.protocol.warmup, beat.protocol.process_id) == (
+        ((S1, "", 2),), ((S1, "", 3),), "p-9")
+
+
+def _two_threads_of_one_process(standby):
+    return [thread("m1", tasks(("0", 0), ("0", 1), ("1", 0), ("1", 1))),
+            thread("m2", tasks(("0", 2), ("0", 3), ("1", 2), ("1", 3), standby=standby))]
+
+
+def test_a_copy_on_the_process_of_its_active_task_is_standby_with_active():
+    # m2 runs in m1's process (p-1) and keeps a standby of m1's task 1_0.
+    run = run_of(streams_group(_two_threads_of_one_process(standby=(("1", 0),))))
+    assert kinds(run) == {"standby_with_active": [(S1, ("", 0), ("m2",))]}
+    (record,) = run.findings
+    assert record.detail == {"copy": "standby", "process_id": "p-1"}
+    assert run.metrics.standby_with_active == {S0: 0, S1: 1}
+
+
+def test_the_copy_given_up_ends_the_finding():
+    run = run_of(streams_group(_two_threads_of_one_process(standby=(("1", 0),))),
+                 streams_group(_two_threads_of_one_process(standby=())))
+    assert kinds(run) == {} and run.metrics.standby_with_active == {S0: 0, S1: 0}
+    assert [r.status for r in run.findings] == ["started", "ended"]
+
+
+def test_standby_warm_up_and_process_survive_the_state_blob():
+    from streaming.core.state.codec import _protocol_in, _protocol_out
+
+    copies = StreamsTasks(active=(("0", 0),), standby=(("1", 2),), warmup=(("1", 3),))
+    (beat,) = parse_event(translate_streams_group(
+        streams_group([thread("m1", copies)]), PARTITIONS, TS).events[0])
+    assert _protocol_in(_protocol_out(beat.protocol)) == beat.protocol
+    assert _protocol_in(_protocol_out(beat.protocol)[:6]).standby is None   # an older row
+
+
+def test_the_group_page_lists_each_tasks_standby_and_warm_up_holders():
+    from streaming.core.contract import GroupDetail, QueueOwners
+    from streaming.exporter.pages import _queues
+
+    detail = GroupDetail("kafka", "app", (
+        QueueOwners(S1, "", 0, True, reported=(("m1", ""),), target=(("m1", ""),),
+                    standby=(("m2", ""),)),
+        QueueOwners(S1, "", 1, True, reported=(("m2", ""),), warmup=(("m3", ""),))), (), ())
+    page = _queues(detail)
+    assert "<th>Standby copies</th>" in page and "<th>Warm-up copies</th>" in page
+    assert '<td class="standby"><ul class="owners"><li class="owner">m2</li></ul></td>' in page
+    assert '<td class="warmup"><ul class="owners"><li class="owner">m3</li></ul></td>' in page
+
+
+def test_a_page_column_for_every_holder_the_detail_carries():
+    from streaming.core.contract import OWNER_KINDS
+    from streaming.exporter.pages import BROKER_COLUMNS
+
+    assert ("reported", "rerun", *(kind for kind, _ in BROKER_COLUMNS)) == OWNER_KINDS

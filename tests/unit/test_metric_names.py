@@ -52,6 +52,8 @@ def every_kind_of_group() -> list:
                       assignment_epoch=3, target_unassigned=EVERY_TOPIC_MAP, **maps),
         group_metrics("kshare", "kafka", members=2, group_type="share", assignor="simple",
                       share_readers=EVERY_TOPIC_MAP, **maps),
+        group_metrics("kstreams", "kafka", members=2, group_type="streams", assignor="sticky",
+                      standby_with_active=EVERY_TOPIC_MAP, **maps),
     ]
 
 

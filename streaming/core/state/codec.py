@@ -207,18 +207,24 @@ def _member_in(row: Sequence[JsonValue]) -> Member:
 
 
 def _protocol_out(protocol: GroupProtocol) -> list[JsonValue]:
-    # The group's state, when the broker gave one, last: a row without it reads as before.
-    state = [] if protocol.group_state is None else [protocol.group_state]
+    # Fields added after the first five come last, and trailing unknowns are left out: a row
+    # written before them reads as before.
+    later = [protocol.group_state, _owned_out(protocol.standby), _owned_out(protocol.warmup),
+             protocol.process_id]
+    while later and later[-1] is None:
+        later.pop()
     return [protocol.group_type, _owned_out(protocol.target), protocol.member_epoch,
-            protocol.group_epoch, protocol.assignment_epoch, *state]
+            protocol.group_epoch, protocol.assignment_epoch, *later]
 
 
 def _protocol_in(row: Sequence[JsonValue] | None) -> GroupProtocol | None:
     if row is None:
         return None
-    group_type, target, member_epoch, group_epoch, assignment_epoch, *state = row
+    group_type, target, member_epoch, group_epoch, assignment_epoch, *later = row
+    state, standby, warmup, process_id = [*later, None, None, None, None][:4]
     return GroupProtocol(group_type, _owned_in(target), member_epoch, group_epoch,
-                         assignment_epoch, state[0] if state else None)
+                         assignment_epoch, state, _owned_in(standby), _owned_in(warmup),
+                         process_id)
 
 
 def _owned_out(owned: tuple[Owned, ...] | None) -> dict[str, QueueRuns] | None:

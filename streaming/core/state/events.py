@@ -70,6 +70,9 @@ class GroupProtocol:
     group_epoch: int | None = None
     assignment_epoch: int | None = None
     group_state: str | None = None
+    standby: tuple[Owned, ...] | None = None      # streams: state copies, not processing
+    warmup: tuple[Owned, ...] | None = None
+    process_id: str | None = None                 # streams: the instance of the thread
 
     @property
     def broker_assigned(self) -> bool:
@@ -436,11 +439,19 @@ def _group_protocol(obj: Mapping[str, JsonValue]) -> GroupProtocol | None:
     epochs = {name: None if obj.get(name) is None else _int(obj[name], name, -1, MAX_EPOCH)
               for name in ("member_epoch", "group_epoch", "assignment_epoch")}
     target = _owned(obj.get("target"), "kafka", "target")
-    state = None if obj.get("group_state") is None else _name(obj["group_state"], "group_state")
-    if (group_type == "classic" and target is None and state is None
-            and all(v is None for v in epochs.values())):
+    state = _optional_name(obj.get("group_state"), "group_state")
+    process_id = _optional_name(obj.get("process_id"), "process_id")
+    standby = _owned(obj.get("standby"), "kafka", "standby")
+    warmup = _owned(obj.get("warmup"), "kafka", "warmup")
+    if (group_type == "classic" and target is None
+            and all(v is None for v in (*epochs.values(), state, process_id, standby, warmup))):
         return None
-    return GroupProtocol(group_type, target, **epochs, group_state=state)
+    return GroupProtocol(group_type, target, **epochs, group_state=state, standby=standby,
+                         warmup=warmup, process_id=process_id)
+
+
+def _optional_name(value: object, what: str) -> str | None:
+    return None if value is None else _name(value, what)
 
 
 def _strategy(value: object, system: str, any_name: bool = False) -> str:

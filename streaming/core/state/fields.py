@@ -230,6 +230,26 @@ FIELDS: tuple[ContractField, ...] = (
         "application processes nothing: `streams_not_ready`)", NAME, "NotReady", "protocol",
         extra={"system": "kafka", "strategy": "sticky", "group_type": "streams"}),
     *(ContractField(
+        name, HEARTBEAT, "list", "no",
+        f"Kafka `streams` groups: the member's current {what} tasks, `[[\"subtopology 0\", 3], "
+        f"...]` as in `owned`. {why}",
+        {"type": "array", "description": f"Kafka, streams groups: the member's {what} tasks, "
+                                         "[task space, partition] items.",
+         "items": {"type": "array", "minItems": 2, "maxItems": 2}},
+        [["subtopology 0", 1]], "protocol",
+        extra={"system": "kafka", "strategy": "sticky", "group_type": "streams"})
+      for name, what, why in (
+          ("standby", "standby", "A standby keeps a copy of the task's state to take it over; "
+           "never on the process of the task's active owner (`standby_with_active`)"),
+          ("warmup", "warm-up", "A warm-up is a standby catching up to become the active "
+           "owner"))),
+    ContractField(
+        "process_id", HEARTBEAT, "string", "no",
+        "Kafka `streams` groups: the member's Kafka Streams instance (its process UUID). A "
+        "member is one stream thread; the threads of one instance share its state stores",
+        NAME, "4c2a8c4e-9f0b-4e55-a3f8-1d3f0e2b7a10", "protocol",
+        extra={"system": "kafka", "strategy": "sticky", "group_type": "streams"}),
+    *(ContractField(
         name, HEARTBEAT, "integer >= -1", "no",
         f"Kafka groups the broker assigns: the {whose} epoch. A member below the target "
         "assignment's epoch has not caught up", EPOCH, 3, "protocol",
