@@ -93,6 +93,11 @@ class StreamsApp(JavaConsumer):
         """The active tasks this instance's threads run now."""
         return frozenset(t for thread in self.threads.values() for t in thread["active"])
 
+    @property
+    def standby(self) -> frozenset[Task]:
+        """The tasks this instance's threads keep a standby copy of now."""
+        return frozenset(t for thread in self.threads.values() for t in thread["standby"])
+
     def tail(self) -> str:
         return super().tail().replace("stdout:", f"stdout (state {self.state}):", 1)
 

@@ -17,6 +17,7 @@ import json
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -515,26 +516,51 @@ def test_a_partition_a_share_groups_assignor_gives_nobody_is_orphaned_and_alerts
 
 # -- Kafka Streams groups (KIP-1071) ----------------------------------------------------------
 
-def shown_tasks(watched: Watched, app: str) -> list[frozenset] | None:
-    """What the monitor's group API shows each member of the streams group running, as
-    (topic, queue) (task s_p is queue p of task_space(s)), sorted; None before it shows any."""
+Tasks = tuple[frozenset, frozenset]    # a member's (active, standby) tasks as (topic, queue)
+
+
+def _by_member(pairs) -> list[Tasks]:
+    return sorted(pairs, key=lambda pair: (sorted(pair[0]), sorted(pair[1])))
+
+
+def shown_tasks(watched: Watched, app: str) -> list[Tasks] | None:
+    """What the monitor's group API shows each member of the streams group running and keeping
+    a standby of, as (topic, queue) (task s_p is queue p of task_space(s)); None before it shows
+    any."""
     try:
         detail = watched.monitor.group(SYSTEM, app)["detail"]
     except ValueError:   # not listed yet
         return None
     if detail is None:
         return None
-    return sorted((frozenset((topic, queue) for topic, _, queue in member["owned"] or ())
-                   for member in detail["members"]), key=sorted)
+    standby: dict[str, set] = {}
+    for queue in detail["queues"]:
+        for owner in queue["standby"]:
+            standby.setdefault(owner["client_id"], set()).add((queue["topic"], queue["queue_id"]))
+    return _by_member((frozenset((topic, queue) for topic, _, queue in member["owned"] or ()),
+                       frozenset(standby.get(member["client_id"], ())))
+                      for member in detail["members"])
 
 
-def wait_for_the_monitor_to_show(watched: Watched, app: str, apps, tasks: int) -> None:
-    """Until the monitor shows each member running exactly what one real instance says it
-    runs, every task in a route, none doubled or orphaned, and the group typed streams."""
-    truth = sorted((frozenset((task_space(sub), p) for sub, p in app_.active) for app_ in apps),
-                   key=sorted)
+def instance_tasks(apps) -> list[Tasks]:
+    """What each real instance (one thread each) says it runs and keeps a standby of."""
+    return _by_member((frozenset((task_space(sub), p) for sub, p in app_.active),
+                       frozenset((task_space(sub), p) for sub, p in app_.standby))
+                      for app_ in apps)
+
+
+def wait_for_the_monitor_to_show(watched: Watched, app: str, apps, tasks: int,
+                                 standbys: int = 0) -> None:
+    """Until the monitor shows each member running and keeping standbys of exactly what one
+    real instance says, every task in a route, none doubled or orphaned, no copy on its active
+    task's process, and the group typed streams. `standbys`: first wait until the instances
+    keep that many standbys of each task of the stateful subtopology 1."""
 
     def agrees() -> bool:
+        truth = instance_tasks(apps)
+        kept = Counter(t for _, standby in truth for t in standby)
+        if kept != Counter({(task_space("1"), p): standbys for p in range(tasks) if standbys}):
+            return False
         if shown_tasks(watched, app) != truth:
             return False
         scrape = watched.monitor.scrape()
@@ -544,16 +570,20 @@ def wait_for_the_monitor_to_show(watched: Watched, app: str, apps, tasks: int) -
                         for sub in ("0", "1")
                         for name, value in (("rebalance_group_queues", tasks),
                                             ("rebalance_double_assigned_queues", 0),
-                                            ("rebalance_orphaned_queues", 0))))
+                                            ("rebalance_orphaned_queues", 0),
+                                            ("rebalance_kafka_streams_standby_with_active_tasks",
+                                             0))))
 
     wait_until(agrees, 60, f"the monitor showing {app}'s members as the instances run them",
-               interval=0.5, details=lambda: f"instances: {truth}\nmonitor: "
+               interval=0.5, details=lambda: f"instances: {instance_tasks(apps)}\nmonitor: "
                                              f"{shown_tasks(watched, app)}")
 
 
 def test_a_streams_groups_tasks_are_shown_as_each_real_instance_runs_them(watched, tmp_path):
     source, app = fresh("streams-source"), fresh("streams-app")
     create_topic(watched.bootstrap, source, 4)
+    # A standby of each stateful task (subtopology 1 counts into a store), on another instance.
+    set_group_configs(watched.bootstrap, app, {"streams.num.standby.replicas": "1"})
     apps = [StreamsApp(watched.bootstrap, app, source, tmp_path, name=f"instance-{n}")
             for n in range(3)]
     tasks = {"0": 4, "1": 4}    # the source's 4 partitions; the repartition topic inherits 4
@@ -561,16 +591,17 @@ def test_a_streams_groups_tasks_are_shown_as_each_real_instance_runs_them(watche
         for instance in apps[:2]:
             instance.start()
         wait_for_tasks(apps[:2], tasks)
-        wait_for_the_monitor_to_show(watched, app, apps[:2], 4)
+        wait_for_the_monitor_to_show(watched, app, apps[:2], 4, standbys=1)
 
         apps[2].start()                      # scale out: the broker moves tasks to it
         wait_for_tasks(apps, tasks)
-        wait_for_the_monitor_to_show(watched, app, apps, 4)
+        wait_for_the_monitor_to_show(watched, app, apps, 4, standbys=1)
 
         apps[2].kill()                       # no leave: the broker drops it at its session's end
         wait_for_tasks(apps[:2], tasks)
-        wait_for_the_monitor_to_show(watched, app, apps[:2], 4)
-        assert not any(record["kind"] == "double_assignment" for record in watched.findings(app))
+        wait_for_the_monitor_to_show(watched, app, apps[:2], 4, standbys=1)
+        assert not any(record["kind"] in ("double_assignment", "standby_with_active")
+                       for record in watched.findings(app))
     finally:
         for instance in apps:
             instance.kill()
