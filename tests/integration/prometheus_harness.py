@@ -236,9 +236,11 @@ class PrometheusHarness:
 
 
 # --- dashboards ---------------------------------------------------------------------------------
-# The group dashboard's row of panels for groups the broker assigns: a group of another kind has
-# no data there, so those panels are checked against a KIP-848 group (test_kafka_groups.py).
-KAFKA_ROW = "Kafka: groups the broker assigns (KIP-848, share)"
+# The group dashboard's rows of panels for groups the broker assigns and for streams groups: a
+# group of another kind has no data there, so those panels are checked against a KIP-848 group
+# and a streams group (test_kafka_groups.py).
+KAFKA_ROW = "Kafka: groups the broker assigns (KIP-848, share, streams)"
+STREAMS_ROW = "Kafka Streams groups (KIP-1071)"
 # The producers' own health: the harness scrapes the job alone, no producer.
 PRODUCERS_ROW = "Producers: the observers' own health"
 

@@ -40,6 +40,7 @@ from tests.integration.producer_process import ProducerProcess
 from tests.integration.prometheus_harness import (
     DASHBOARDS,
     KAFKA_ROW,
+    STREAMS_ROW,
     HarnessConfig,
     PrometheusHarness,
     panel_queries,
@@ -592,6 +593,13 @@ def test_a_streams_groups_tasks_are_shown_as_each_real_instance_runs_them(watche
             instance.start()
         wait_for_tasks(apps[:2], tasks)
         wait_for_the_monitor_to_show(watched, app, apps[:2], 4, standbys=1)
+        # The group dashboard's two Kafka rows, each panel's query run by the real Prometheus.
+        group_dashboard = next(p for p in DASHBOARDS if p.name == "rebalance-group.json")
+        variables = {"system": SYSTEM, "cluster": CLUSTER, "group": app,
+                     "job": ALL_VALUES, "instance": ALL_VALUES}
+        for title, expr in panel_queries(group_dashboard, variables,
+                                         rows=lambda row: row in (KAFKA_ROW, STREAMS_ROW)):
+            assert watched.prometheus.wait_for_data(expr, timeout=60), title
 
         apps[2].start()                      # scale out: the broker moves tasks to it
         wait_for_tasks(apps, tasks)

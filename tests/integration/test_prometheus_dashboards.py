@@ -21,6 +21,7 @@ from tests.integration.prometheus_harness import (
     DASHBOARDS,
     KAFKA_ROW,
     PRODUCERS_ROW,
+    STREAMS_ROW,
     HarnessConfig,
     HarnessError,
     PrometheusHarness,
@@ -97,7 +98,8 @@ def test_every_panel_returns_data_and_double_assignment_fires(request, tmp_path:
             variables = resolve_variables(path, prometheus, prefer=conflicted)
             assert variables == {name: conflicted[name] for name in variables}, path.name
             for title, expr in panel_queries(path, variables,
-                                             rows=lambda row: row not in (KAFKA_ROW, PRODUCERS_ROW)):
+                                             rows=lambda row: row not in (KAFKA_ROW, STREAMS_ROW,
+                                                                         PRODUCERS_ROW)):
                 try:
                     prometheus.wait_for_data(expr, timeout=60)
                 except HarnessError as error:  # collect every empty panel, then fail once
