@@ -255,6 +255,50 @@ def test_a_member_stuck_in_its_revocation_fires_the_stuck_hand_off_alert(watched
                 assert detail["to_revoke"] >= 1 and detail["epoch_lag"] >= 1, detail
 
 
+def test_a_5s_assignment_interval_delays_targets_without_a_stuck_hand_off_alert_and_a_blocked_revocation_still_alerts(  # noqa: E501
+        watched, tmp_path):
+    """KIP-1263 (Kafka 4.3): the broker computes a group's next target at most once per
+    assignment interval, so the group epoch runs ahead of the assignment epoch meanwhile. The
+    monitor counts a hand-off from the target it must reach, so the wait raises no hand-off;
+    RebalanceKafkaHandoffStuck, whose `for` the harness cuts to 3 s, fires on a revocation that
+    blocks and on nothing else."""
+    topic, group = fresh("interval"), fresh("g-interval")
+    create_topic(watched.bootstrap, topic, 6)
+    set_group_configs(watched.bootstrap, group, {"consumer.assignment.interval.ms": "5000"})
+    selector = f'system="{SYSTEM}", group="{group}"'
+
+    def probe(**kwargs) -> JavaConsumer:
+        return JavaConsumer(watched.bootstrap, group, [topic], protocol="consumer",
+                            assignor="range", log_dir=tmp_path, **kwargs)
+
+    def ever(expr: str) -> list:
+        return watched.prometheus.query(f"max_over_time(({expr})[15m:1s]) > 0")
+
+    with consumers(probe()) as (base,):
+        wait_for_partitions([base], topic, 6)
+        for _ in range(10):    # each a join, then a leave inside the interval of its target
+            with consumers(probe()) as (newcomer,):
+                wait_for_partitions([base, newcomer], topic, 6)
+                newcomer.close()
+            wait_for_partitions([base], topic, 6)
+        kip848_settled(watched, group, [base], topic)
+        # The targets waited: Prometheus saw the group epoch ahead of the assignment epoch.
+        assert ever(f"max(rebalance_kafka_group_epoch{{{selector}}}) - "
+                    f"max(rebalance_kafka_assignment_epoch{{{selector}}})"), "no target waited"
+        firing = f'ALERTS{{alertname="RebalanceKafkaHandoffStuck", alertstate="firing", {selector}}}'
+        assert not ever(firing), ever(f"max(rebalance_kafka_handoff_age_seconds{{{selector}}})")
+
+        blocker = probe(revoke_delay_ms=600_000)
+        with consumers(blocker):
+            wait_for_partitions([base, blocker], topic, 6)
+            with consumers(probe()) as (third,):    # blocker must give a partition up: it blocks
+                wait_for_probes(lambda: blocker.revoking, 60, "the blocker in its revocation",
+                                [base, blocker, third])
+                alerts = watched.prometheus.wait_for_alert("RebalanceKafkaHandoffStuck",
+                                                           "firing", timeout=90)
+                assert any(a["labels"]["group"] == group for a in alerts), alerts
+
+
 def test_a_manual_assign_beside_the_group_is_a_double_assignment_that_fires_the_alert(
         watched, tmp_path):
     from confluent_kafka import Consumer, TopicPartition
