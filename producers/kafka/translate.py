@@ -207,10 +207,14 @@ def _tasks(assignment) -> dict[str, list[list]]:
 
 def _task_count(subtopology, partitions: Mapping[str, int]) -> int | None:
     """A subtopology's tasks: as many as the partitions of its largest source topic (Kafka
-    Streams makes one task per partition of co-partitioned inputs); None when the cluster
-    metadata lacks a source topic."""
+    Streams makes one task per partition of co-partitioned inputs); None when one's count is
+    unknown. A repartition topic's count is the cluster's, or before the topic exists the one
+    the broker decided: Kafka 4.3.1 describes 0 for one it did not create itself (made
+    beforehand, as a migration from the classic protocol leaves them), though it assigns its
+    tasks."""
     counts = [partitions.get(topic) for topic in subtopology.source_topics]
-    counts += [count for _, count in subtopology.repartition_source_topics]
+    counts += [partitions.get(topic) or count or None
+               for topic, count in subtopology.repartition_source_topics]
     if not counts or any(count is None for count in counts):
         return None
     return max(counts)

@@ -77,6 +77,20 @@ def test_a_subtopology_has_as_many_tasks_as_its_largest_source_topic():
     assert (route.topic, len(route.queues)) == (S0, 6)
 
 
+def test_a_repartition_topic_the_broker_describes_with_0_partitions_counts_as_the_cluster_has_it():
+    # Kafka 4.3.1 describes 0 partitions for an internal topic it did not create itself, while
+    # it assigns that subtopology's tasks: the cluster's count is the real one; without it the
+    # count is unknown (no route), never 0 tasks.
+    made_before = (TOPOLOGY[0], Subtopology("1", (), (("app-agg-repartition", 0),)))
+    described = streams_group(SETTLED, topology=made_before)
+    out = translate_streams_group(described, PARTITIONS, TS)
+    routes = [e for raw in out.events for e in parse_event(raw) if e.type == "route"]
+    assert [(r.topic, len(r.queues)) for r in routes] == [(S0, 4), (S1, 4)]
+    unknown = translate_streams_group(described, {"orders": 4}, TS)
+    assert [e["topic"] for e in unknown.events if e["type"] == "route"] == [S0]
+    assert kinds(run_of(described)) == {}
+
+
 def test_a_settled_app_has_no_finding_and_shows_its_type():
     run = run_of(streams_group(SETTLED))
     assert kinds(run) == {}
