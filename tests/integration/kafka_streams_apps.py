@@ -56,15 +56,17 @@ def task(text: str) -> Task:
 class StreamsApp(JavaConsumer):
     """One StreamsProbe JVM: one instance of the application `app_id` (one stream thread, so one
     member of the group, unless `threads` says more). `block_file`: while it exists, each
-    record's processing waits."""
+    record's processing waits. `replication_factor`: of the internal topics the broker creates
+    for it (-1: the broker's default)."""
 
     def __init__(self, bootstrap: str, app_id: str, source: str, state_root: Path, *,
                  threads: int = 1, block_file: Path | None = None, name: str | None = None,
-                 log_dir: Path | None = None) -> None:
+                 log_dir: Path | None = None, replication_factor: int = -1) -> None:
         super().__init__(bootstrap, app_id, [source], name=name, log_dir=log_dir or state_root)
         self.arguments = ["--bootstrap", bootstrap, "--app-id", app_id, "--source", source,
                           "--state-dir", str(state_root / f"{self.name}-state"),
-                          "--threads", str(threads)]
+                          "--threads", str(threads),
+                          "--replication-factor", str(replication_factor)]
         if block_file is not None:
             self.arguments += ["--block-file", str(block_file)]
 

@@ -54,7 +54,7 @@ SYSTEM = "kafka"
 CLUSTER = "kafka-under-test"
 ALL_VALUES = ".*"       # a dashboard variable set to All (its allValue)
 FAST_FOR = {"RebalanceKafkaHandoffStuck": "3s", "RebalanceDoubleAssignment": "3s",
-            "RebalanceOrphanedQueues": "3s"}
+            "RebalanceOrphanedQueues": "3s", "RebalanceKafkaStreamsNotReady": "3s"}
 JAVA_SOURCES = Path(__file__).parent / "kafka_java"
 
 
@@ -601,6 +601,14 @@ def wait_for_the_monitor_to_show(watched: Watched, app: str, apps, tasks: int,
     task's process, and the group typed streams. `standbys`: first wait until the instances
     keep that many standbys of each task of the stateful subtopology 1."""
 
+    names = ("rebalance_group_queues", "rebalance_double_assigned_queues",
+             "rebalance_orphaned_queues", "rebalance_kafka_streams_standby_with_active_tasks")
+
+    def shown_series() -> str:
+        scrape = watched.monitor.scrape()
+        return "\n".join(f"{name}: {scrape.series(name, system=SYSTEM, group=app)}"
+                         for name in ("rebalance_group_info", *names))
+
     def agrees() -> bool:
         truth = instance_tasks(apps)
         kept = Counter(t for _, standby in truth for t in standby)
@@ -613,15 +621,11 @@ def wait_for_the_monitor_to_show(watched: Watched, app: str, apps, tasks: int,
                              group_type="streams", assignor="sticky") == 1
                 and all(watched.value(scrape, name, app, topic=f"subtopology {sub}") == value
                         for sub in ("0", "1")
-                        for name, value in (("rebalance_group_queues", tasks),
-                                            ("rebalance_double_assigned_queues", 0),
-                                            ("rebalance_orphaned_queues", 0),
-                                            ("rebalance_kafka_streams_standby_with_active_tasks",
-                                             0))))
+                        for name, value in zip(names, (tasks, 0, 0, 0), strict=True)))
 
     wait_until(agrees, 60, f"the monitor showing {app}'s members as the instances run them",
                interval=0.5, details=lambda: f"instances: {instance_tasks(apps)}\nmonitor: "
-                                             f"{shown_tasks(watched, app)}")
+                                             f"{shown_tasks(watched, app)}\n{shown_series()}")
 
 
 def test_a_streams_groups_tasks_are_shown_as_each_real_instance_runs_them(watched, tmp_path):
@@ -733,6 +737,56 @@ def test_a_streams_app_whose_source_topic_is_missing_is_not_ready_until_it_exist
             s, "rebalance_kafka_streams_not_ready", app) == 1, timeout=25)
         assert instance.active == frozenset()         # the instance agrees: it runs nothing
         create_topic(watched.bootstrap, source, 2)
+        wait_for_tasks([instance], {"0": 2, "1": 2}, timeout=60)
+        wait_for_the_monitor_to_show(watched, app, [instance], 2)
+        assert watched.value(watched.monitor.scrape(), "rebalance_kafka_streams_not_ready",
+                             app) == 0
+        assert [r["status"] for r in watched.findings(app)
+                if r["kind"] == "streams_not_ready"] == ["started", "ended"]
+    finally:
+        instance.kill()
+
+
+def delete_topics(bootstrap: str, topics: list[str]) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})   # alive until the answers are in
+    for future in admin.delete_topics(topics).values():
+        future.result(30)
+
+
+def test_a_streams_app_whose_internal_topics_are_deleted_is_not_ready_until_they_are_back(
+        watched, tmp_path):
+    source, app = fresh("streams-internal"), fresh("streams-internal-app")
+    create_topic(watched.bootstrap, source, 2)
+    # The store "counts" names both internal topics. Made here, as the broker would make them;
+    # the broker re-creates a missing one with the application's replication factor, 2 here,
+    # which this one-broker cluster cannot give: once deleted they stay missing.
+    internal = {f"{app}-counts-repartition": {}, f"{app}-counts-changelog": {
+        "cleanup.policy": "compact"}}
+    for topic, config in internal.items():
+        create_topic(watched.bootstrap, topic, 2, config=config)
+    instance = StreamsApp(watched.bootstrap, app, source, tmp_path, name="state-lost",
+                          replication_factor=2)
+    try:
+        instance.start()
+        wait_for_tasks([instance], {"0": 2, "1": 2})
+        wait_for_the_monitor_to_show(watched, app, [instance], 2)
+
+        delete_topics(watched.bootstrap, list(internal))
+        # The broker finds them missing at the next heartbeat: NotReady, every task revoked.
+        watched.monitor.wait_for(lambda s: watched.value(
+            s, "rebalance_kafka_streams_not_ready", app) == 1, timeout=60)
+        firing = watched.prometheus.wait_for_alert("RebalanceKafkaStreamsNotReady", "firing",
+                                                   timeout=60)
+        assert any(a["labels"]["group"] == app for a in firing), firing
+        # The instance agrees: up, out of RUNNING (its heartbeats are told "Internal topics are
+        # missing"), though it does not let go of its tasks.
+        instance.wait_for(lambda i: i.state == "REBALANCING", timeout=30)
+        assert instance.running, instance.tail()
+
+        for topic, config in internal.items():
+            create_topic(watched.bootstrap, topic, 2, config=config)
         wait_for_tasks([instance], {"0": 2, "1": 2}, timeout=60)
         wait_for_the_monitor_to_show(watched, app, [instance], 2)
         assert watched.value(watched.monitor.scrape(), "rebalance_kafka_streams_not_ready",

@@ -4,7 +4,7 @@
 // key in an in-memory store (with a changelog).
 //
 //   java StreamsProbe --bootstrap HOST:PORT --app-id APP --source TOPIC --state-dir DIR
-//                     [--threads N] [--block-file PATH]
+//                     [--threads N] [--block-file PATH] [--replication-factor N]
 //
 // Prints one JSON object per line on stdout:
 //   {"event":"started"}
@@ -56,6 +56,9 @@ public class StreamsProbe {
         props.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG,
                   Integer.parseInt(options.getOrDefault("--threads", "1")));
         props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 100);
+        // What the broker creates a missing internal topic with (-1: its default).
+        props.put(StreamsConfig.REPLICATION_FACTOR_CONFIG,
+                  Integer.parseInt(options.getOrDefault("--replication-factor", "-1")));
         props.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
         props.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
 
