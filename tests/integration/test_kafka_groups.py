@@ -721,6 +721,16 @@ def set_group_configs(bootstrap: str, group: str, configs: dict[str, str]) -> No
         future.result(30)
 
 
+def ready_again(watched: Watched, app: str, instance: StreamsApp) -> None:
+    """Until the instance runs its 2 + 2 tasks and the monitor shows them; then the group is
+    ready, and its one NotReady spell is a finding that started and ended."""
+    wait_for_tasks([instance], {"0": 2, "1": 2}, timeout=60)
+    wait_for_the_monitor_to_show(watched, app, [instance], 2)
+    assert watched.value(watched.monitor.scrape(), "rebalance_kafka_streams_not_ready", app) == 0
+    assert [r["status"] for r in watched.findings(app)
+            if r["kind"] == "streams_not_ready"] == ["started", "ended"]
+
+
 def test_a_streams_app_whose_source_topic_is_missing_is_not_ready_until_it_exists(watched,
                                                                                    tmp_path):
     source, app = fresh("streams-missing"), fresh("streams-missing-app")
@@ -737,12 +747,7 @@ def test_a_streams_app_whose_source_topic_is_missing_is_not_ready_until_it_exist
             s, "rebalance_kafka_streams_not_ready", app) == 1, timeout=25)
         assert instance.active == frozenset()         # the instance agrees: it runs nothing
         create_topic(watched.bootstrap, source, 2)
-        wait_for_tasks([instance], {"0": 2, "1": 2}, timeout=60)
-        wait_for_the_monitor_to_show(watched, app, [instance], 2)
-        assert watched.value(watched.monitor.scrape(), "rebalance_kafka_streams_not_ready",
-                             app) == 0
-        assert [r["status"] for r in watched.findings(app)
-                if r["kind"] == "streams_not_ready"] == ["started", "ended"]
+        ready_again(watched, app, instance)
     finally:
         instance.kill()
 
@@ -787,11 +792,6 @@ def test_a_streams_app_whose_internal_topics_are_deleted_is_not_ready_until_they
 
         for topic, config in internal.items():
             create_topic(watched.bootstrap, topic, 2, config=config)
-        wait_for_tasks([instance], {"0": 2, "1": 2}, timeout=60)
-        wait_for_the_monitor_to_show(watched, app, [instance], 2)
-        assert watched.value(watched.monitor.scrape(), "rebalance_kafka_streams_not_ready",
-                             app) == 0
-        assert [r["status"] for r in watched.findings(app)
-                if r["kind"] == "streams_not_ready"] == ["started", "ended"]
+        ready_again(watched, app, instance)
     finally:
         instance.kill()
