@@ -55,6 +55,9 @@ TRANSLATIONS = {protocol.ConsumerGroupDescription: translate_consumer_group,
                 protocol.ShareGroupDescription: translate_share_group,
                 protocol.StreamsGroupDescription: translate_streams_group}
 GROUP_ID_NOT_FOUND = 69
+# A streams group's config (KIP-1071) giving the standby copies each stateful task is to have;
+# DescribeConfigs gives the group's own value, else the broker's group.streams.* default.
+STANDBY_REPLICAS = "streams.num.standby.replicas"
 
 
 def _watched_types(listed: Iterable[Mapping]) -> dict[str, str]:
@@ -102,6 +105,7 @@ class KafkaGroupObserver:
         self._metadata = None
         self.groups_seen = 0
         self.unwatchable: tuple[str, ...] = ()   # group types the cluster cannot describe
+        self.standby_replicas: dict[str, int] = {}   # streams group -> its num.standby.replicas
 
     def poll(self, ts_ms: int | None = None) -> list[Translation]:
         self._connect()
@@ -116,6 +120,7 @@ class KafkaGroupObserver:
             by_type.setdefault(self.types.get(name, "classic"), []).append(name)
         descriptions = self._describe(by_type)
         partitions = self._partition_counts()
+        self.standby_replicas = self._standby_replicas(by_type.get("streams", []))
         results = []
         for name in names:
             result = self._translate(name, descriptions.get(name, {"group_id": name}),
@@ -178,6 +183,26 @@ class KafkaGroupObserver:
                         descriptions[name] = failed
         return descriptions
 
+    def _standby_replicas(self, groups: list[str]) -> dict[str, int]:
+        """Each streams group's num.standby.replicas, in one DescribeConfigs. When it fails
+        (counted and logged by cause) no group's is known this poll, and no copy is judged
+        missing."""
+        if not groups:
+            return {}
+        from confluent_kafka.admin import ConfigResource, ResourceType
+
+        try:
+            with self.health.calls.timed("describe_configs", self.bootstrap_servers):
+                futures = self._metadata.describe_configs(
+                    [ConfigResource(ResourceType.GROUP, name) for name in groups],
+                    request_timeout=self.timeout_s)
+                answers = {resource.name: future.result(self.timeout_s).get(STANDBY_REPLICAS)
+                           for resource, future in futures.items()}
+        except Exception:  # noqa: BLE001 - counted above; the poll goes on without them
+            return {}
+        # A broker whose group configs lack it (before KIP-1071's) leaves it unknown.
+        return {name: int(entry.value) for name, entry in answers.items() if entry is not None}
+
     def _described(self, request: str, names: list[str]) -> dict:
         with self.health.calls.timed(request, self.bootstrap_servers):
             return getattr(self._admin, request)(names)
@@ -211,8 +236,10 @@ class KafkaGroupObserver:
         """A KIP-848, share or streams group's events; None when its description is an error
         (counted)."""
         if description.error_code == 0:
+            extra = {"standby_replicas": self.standby_replicas.get(name)} \
+                if isinstance(description, protocol.StreamsGroupDescription) else {}
             return TRANSLATIONS[type(description)](description, partitions, ts_ms,
-                                                   previous_members=previous)
+                                                   previous_members=previous, **extra)
         if not listed and description.error_code == GROUP_ID_NOT_FOUND:
             return translate_gone_group(name, ts_ms, previous)
         error = description.error

@@ -194,6 +194,7 @@ class Subtopology:
     subtopology_id: str
     source_topics: tuple[str, ...]
     repartition_source_topics: tuple[tuple[str, int], ...]   # (name, partitions)
+    changelog_topics: tuple[str, ...] = ()    # its state stores' (none: stateless)
 
 
 @dataclass(frozen=True)
@@ -331,7 +332,9 @@ def parse_streams_group_describe(response: StreamsGroupDescribeResponse
                         source_topics=tuple(sub.source_topics or ()),
                         repartition_source_topics=tuple(
                             (topic.name, topic.partitions)
-                            for topic in sub.repartition_source_topics or ()))
+                            for topic in sub.repartition_source_topics or ()),
+                        changelog_topics=tuple(
+                            topic.name for topic in sub.state_changelog_topics or ()))
             for sub in topology.subtopologies)
         members = tuple(
             StreamsGroupMember(

@@ -168,14 +168,20 @@ def task_space(subtopology_id: str) -> str:
 
 def translate_streams_group(description: StreamsGroupDescription,
                             partitions: Mapping[str, int], ts_ms: int, *,
-                            previous_members: Iterable[str] = ()) -> Translation:
+                            previous_members: Iterable[str] = (),
+                            standby_replicas: int | None = None) -> Translation:
     """Events for one streams group as StreamsGroupDescribe gives it: per member (a stream
     thread), its process, its current active tasks (`owned`), standby and warm-up tasks, its
     target active tasks and the epochs; a route per subtopology whose task count the topology
     gives (its largest source topic). An active task is processed by one member only, as a
-    partition is in a consumer group; a standby or warm-up task only copies its state."""
+    partition is in a consumer group; a standby or warm-up task only copies its state.
+    `standby_replicas`: the group's num.standby.replicas (None: unknown), the copies each task
+    of a subtopology with state is to have."""
     spaces = {task_space(sub.subtopology_id): _task_count(sub, partitions)
               for sub in description.subtopologies or ()}
+    wanted = None if standby_replicas is None or description.subtopologies is None else {
+        task_space(sub.subtopology_id): standby_replicas if sub.changelog_topics else 0
+        for sub in description.subtopologies}
     beats = []
     for member in description.members:
         current, target = _tasks(member.assignment), _tasks(member.target_assignment)
@@ -185,6 +191,7 @@ def translate_streams_group(description: StreamsGroupDescription,
             ts_ms, description.group_id, member.member_id, topics, description.assignor_name,
             system="kafka", group_type="streams", **current, target=target["owned"],
             process_id=member.process_id or None, group_state=description.group_state,
+            standby_replicas=wanted,
             member_epoch=member.member_epoch, group_epoch=description.group_epoch,
             assignment_epoch=description.assignment_epoch,
             address=(member.client_host or "").lstrip("/") or None))

@@ -29,6 +29,7 @@ FINDING_ALERTS = {
     "strategy_unknown": "RebalanceStrategyUnknown",
     "streams_not_ready": "RebalanceKafkaStreamsNotReady",
     "standby_with_active": "RebalanceKafkaStreamsStandbyWithActive",
+    "standby_missing": "RebalanceKafkaStreamsStandbyMissing",
 }
 # Kinds no alert is about (their metrics are documented, with no runbook of their own).
 WITHOUT_RUNBOOK = frozenset({"view_divergent", "allocation_mismatch", "holdings_pending"})

@@ -51,7 +51,7 @@ FindingKind = Literal[
     "strategy_inconsistent", "client_id_collision", "view_divergent", "broker_view_divergent",
     "allocation_mismatch", "holdings_pending", "handoff_pending", "target_unassigned",
     "target_skew", "broker_split_view", "strategy_unknown", "streams_not_ready",
-    "standby_with_active"]
+    "standby_with_active", "standby_missing"]
 # How the producer knows a member's strategy: the client says it (or the producer runs it),
 # the operator named it for the client's SDK, its holdings alone give it, or it is a guess.
 StrategyBasis = Literal["reported", "named", "inferred", "assumed"]
@@ -220,6 +220,8 @@ class GroupMetrics:
     # A streams group: tasks with a standby or warm-up copy on the process of their active
     # owner (no redundancy), by task space.
     standby_with_active: Mapping[str, int] = field(default_factory=dict)
+    # ... and tasks kept on fewer processes than the group's num.standby.replicas wants.
+    standby_missing: Mapping[str, int] = field(default_factory=dict)
     # Kafka share groups and RocketMQ POP readers: the most members reading one queue, per topic.
     share_readers: Mapping[str, int] = field(default_factory=dict)
     # RocketMQ clientRebalance=false: queues two brokers give to different clients, per topic.

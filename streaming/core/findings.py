@@ -103,6 +103,7 @@ def compute(state: GroupState) -> GroupFindings:
     target_skew_ratio = 1.0
     if any(m.broker_assigned for m in active):
         findings += _handoffs(active) + _streams_not_ready(active) + _standby_with_active(active)
+        findings += _standby_missing(route, active)
         if not share:
             unassigned, target_skew_ratio, skewed = _target_findings(contested, active)
             findings += unassigned + skewed
@@ -268,12 +269,7 @@ def _standby_with_active(active: list[Member]) -> list[Finding]:
     state is rebuilt from its changelog. The broker's sticky assignor never targets one there,
     so one seen there is a thread that kept its copy after the task moved to another thread of
     its process (a hand-off not finished), or an assignor that breaks the rule."""
-    processes: dict[tuple[str, str, int], set[str]] = {}
-    for member in active:
-        protocol = member.protocol
-        if protocol is not None and protocol.process_id is not None:
-            for task in member.owned or ():
-                processes.setdefault(task, set()).add(protocol.process_id)
+    processes = _processes_holding(active, _active_tasks)
     found = []
     for member in active:
         protocol = member.protocol
@@ -287,6 +283,54 @@ def _standby_with_active(active: list[Member]) -> list[Finding]:
                                          detail={"copy": kind,
                                                  "process_id": protocol.process_id}))
     return found
+
+
+def _standby_missing(route: TopicQueues, active: list[Member]) -> list[Finding]:
+    """A streams task whose state is copied on fewer processes (besides its active owner's)
+    than the group's standby replicas ask: losing its owner means rebuilding the state from
+    the changelog. The broker places a copy only on another process, so a group with fewer
+    processes than copies wanted plus one runs without them, and says so only in its log."""
+    wanted: dict[str, int] = {}
+    for member in active:
+        for space, count in (member.protocol and member.protocol.standby_replicas) or ():
+            wanted[space] = max(wanted.get(space, 0), count)
+    runs = _processes_holding(active, _active_tasks)
+    copies = _processes_holding(active, _copies)
+    found = []
+    for topic, count in sorted(wanted.items()):
+        if not count or topic not in route:
+            continue
+        for queue in route[topic]:
+            task = (topic, *queue)
+            kept = len(copies.get(task, set()) - runs.get(task, set()))
+            if kept < count:
+                found.append(finding("standby_missing", topic, queue,
+                                     detail={"wanted": count, "kept": kept}))
+    return found
+
+
+Task = tuple[str, str, int]
+
+
+def _active_tasks(member: Member) -> tuple[Task, ...]:
+    return member.owned or ()
+
+
+def _copies(member: Member) -> tuple[Task, ...]:
+    protocol = member.protocol
+    return () if protocol is None else (*(protocol.standby or ()), *(protocol.warmup or ()))
+
+
+def _processes_holding(active: list[Member], held: Callable[[Member], tuple[Task, ...]]
+                       ) -> dict[Task, set[str]]:
+    """task -> the processes (streams instances) of the members whose held(member) names it."""
+    out: dict[Task, set[str]] = {}
+    for member in active:
+        process = member.protocol.process_id if member.protocol is not None else None
+        if process is not None:
+            for task in held(member):
+                out.setdefault(task, set()).add(process)
+    return out
 
 
 def _target_findings(route: TopicQueues,

@@ -35,8 +35,7 @@ def _assignment_metrics(state: GroupState, result: GroupFindings) -> dict[str, A
     targets = [p.assignment_epoch for p in protocols if p.assignment_epoch is not None]
     return {**out, "reconciling_members": result.count("handoff_pending"),
             "streams_not_ready": min(1, result.count("streams_not_ready")),
-            "standby_with_active": {t: result.count("standby_with_active", t)
-                                    for t in result.queues} if kind == "streams" else {},
+            **_standby_counts(result, kind),
             "handoff_since_ms": min(pending) if pending else None,
             "max_epoch_lag": max((p.epoch_lag for p in protocols), default=0),
             "group_epoch": max(epochs) if epochs else None,
@@ -45,6 +44,13 @@ def _assignment_metrics(state: GroupState, result: GroupFindings) -> dict[str, A
             "target_unassigned": {t: result.count("target_unassigned", t) for t in result.queues}
             if kind != "share" else {},
             "share_readers": dict(result.share_readers)}
+
+
+def _standby_counts(result: GroupFindings, kind: str) -> dict[str, dict[str, int]]:
+    """A streams group's tasks in each finding about its standby copies, by task space (the
+    GroupMetrics fields named as the findings)."""
+    return {name: {t: result.count(name, t) for t in result.queues} if kind == "streams" else {}
+            for name in ("standby_with_active", "standby_missing")}
 
 
 def _common_metrics(state: GroupState, result: GroupFindings, conflicts: list[int],

@@ -124,6 +124,9 @@ KAFKA_TOPIC_GAUGES = (
     ("rebalance_kafka_streams_standby_with_active_tasks",
      "Streams groups: tasks with a standby or warm-up copy on their active owner's process.",
      attrgetter("standby_with_active")),
+    ("rebalance_kafka_streams_standby_missing_tasks",
+     "Streams groups: tasks copied on fewer processes than num.standby.replicas wants.",
+     attrgetter("standby_missing")),
 )
 
 

@@ -663,6 +663,45 @@ def test_a_streams_groups_tasks_are_shown_as_each_real_instance_runs_them(watche
             instance.kill()
 
 
+def test_a_streams_app_with_fewer_instances_than_its_standbys_need_is_short_of_copies_until_scaled(
+        watched, tmp_path):
+    source, app = fresh("streams-alone"), fresh("streams-alone-app")
+    create_topic(watched.bootstrap, source, 2)
+    set_group_configs(watched.bootstrap, app, {"streams.num.standby.replicas": "1"})
+    apps = [StreamsApp(watched.bootstrap, app, source, tmp_path, name=f"alone-{n}")
+            for n in range(2)]
+
+    def missing(scrape) -> float | None:
+        return watched.value(scrape, "rebalance_kafka_streams_standby_missing_tasks", app,
+                             topic=task_space("1"))
+
+    try:
+        apps[0].start()
+        wait_for_tasks(apps[:1], {"0": 2, "1": 2})
+        # One process: the broker has nowhere to put a copy of the counting tasks (1_0, 1_1).
+        watched.monitor.wait_for(lambda s: missing(s) == 2, timeout=60)
+        assert apps[0].standby == frozenset()          # the instance agrees: it keeps none
+        assert sorted((r["topic"], r["queue"][1], r["detail"]) for r in watched.findings(app)
+                      if r["kind"] == "standby_missing") == [
+            (task_space("1"), p, {"wanted": 1, "kept": 0}) for p in (0, 1)]
+
+        apps[1].start()                                 # a second process: copies placed
+        wait_for_tasks(apps, {"0": 2, "1": 2})
+        wait_for_the_monitor_to_show(watched, app, apps, 2, standbys=1)
+        # /metrics is rendered after each batch, so it may be a batch behind the group API.
+        watched.monitor.wait_for(lambda s: missing(s) == 0, timeout=30)
+
+        def statuses() -> Counter:
+            return Counter(r["status"] for r in watched.findings(app)
+                           if r["kind"] == "standby_missing")
+        wait_until(lambda: statuses() == {"started": 2, "ended": 2}, 30,
+                   "each copy's finding started once and ended once",
+                   interval=0.5, details=lambda: str(statuses()))
+    finally:
+        for instance in apps:
+            instance.kill()
+
+
 def test_a_streams_thread_stuck_in_processing_holds_its_tasks_and_fires_the_stuck_hand_off_alert(
         watched, tmp_path):
     from confluent_kafka import Producer

@@ -74,11 +74,30 @@ class FakeAdmin:
         self.closed = True
 
 
-class FakeMetadata:
-    """confluent-kafka AdminClient.list_topics(timeout=...) -> .topics {name: metadata}."""
+class _Answered:
+    """A future already answered."""
 
-    def __init__(self, list_topics: Script) -> None:
+    def __init__(self, value) -> None:
+        self._value = value
+
+    def result(self, timeout=None):
+        return self._value
+
+
+class FakeMetadata:
+    """confluent-kafka AdminClient.list_topics(timeout=...) -> .topics {name: metadata}, and
+    describe_configs(resources) -> {resource: future} whose result is {name: entry}; its script
+    answers {resource name: {config: value}}."""
+
+    def __init__(self, list_topics: Script, describe_configs: Script | None = None) -> None:
         self._list_topics = list_topics
+        self._describe_configs = describe_configs or Script({})
+
+    def describe_configs(self, resources, request_timeout=None):
+        answer = self._describe_configs()
+        return {resource: _Answered({name: SimpleNamespace(value=str(value))
+                                     for name, value in answer.get(resource.name, {}).items()})
+                for resource in resources}
 
     def list_topics(self, timeout=None):
         answer = self._list_topics()

@@ -30,6 +30,7 @@ GROUP_METRICS = frozenset({
     "rebalance_kafka_group_epoch", "rebalance_kafka_assignment_epoch",
     "rebalance_kafka_target_skew_ratio", "rebalance_kafka_target_unassigned_partitions",
     "rebalance_kafka_streams_not_ready", "rebalance_kafka_streams_standby_with_active_tasks",
+    "rebalance_kafka_streams_standby_missing_tasks",
     "rebalance_kafka_handoff_age_seconds", "rebalance_kafka_share_max_readers",
     "rebalance_pop_max_readers", "rebalance_broker_split_queues",
 })

@@ -100,6 +100,8 @@ def kafka_event(draw, ts: int) -> dict:
         if event["group_type"] == "streams":
             event["group_state"] = draw(st.sampled_from(["Stable", "Reconciling", "NotReady"]))
             event["process_id"] = draw(st.sampled_from(["p1", "p2"]))   # threads share one
+            if draw(st.booleans()):
+                event["standby_replicas"] = {"T1": draw(st.integers(0, 2))}
             for copies in ("standby", "warmup"):
                 if draw(st.booleans()):
                     event[copies] = [["T1", p] for p in draw(st.lists(st.integers(0, 5),

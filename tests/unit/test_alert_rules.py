@@ -63,6 +63,7 @@ REQUIRED_ALERTS = {
     "RebalanceKafkaTargetSkew": ("warning", "15m"),
     "RebalanceKafkaStreamsNotReady": ("critical", "2m"),
     "RebalanceKafkaStreamsStandbyWithActive": ("warning", "10m"),
+    "RebalanceKafkaStreamsStandbyMissing": ("warning", "10m"),
     "RebalanceBrokerSplitView": ("critical", "5m"),
     "RebalanceMonitorStalled": ("critical", None),
     "RebalanceMonitorInvalidEvents": ("warning", "10m"),
@@ -281,7 +282,7 @@ GROUP_ALERTS = {"RebalanceDoubleAssignment", "RebalanceOrphanedQueues", "Rebalan
                 "RebalanceAliveUnknownMembers", "RebalanceStrategyUnknown",
                 "RebalanceKafkaHandoffStuck", "RebalanceKafkaTargetUnassigned",
                 "RebalanceKafkaTargetSkew", "RebalanceKafkaStreamsNotReady",
-                "RebalanceKafkaStreamsStandbyWithActive",
+                "RebalanceKafkaStreamsStandbyWithActive", "RebalanceKafkaStreamsStandbyMissing",
                 "RebalanceBrokerSplitView"}
 
 

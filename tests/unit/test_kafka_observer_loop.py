@@ -279,3 +279,27 @@ def test_a_streams_group_is_described_as_one_and_its_threads_run_its_tasks():
     assert (route["topic"], route["partitions"]) == ("subtopology 0", 2)
     (second,) = observer.poll(TS + 1_000)          # the app is gone: its thread leaves
     assert [(e["type"], e["client_id"]) for e in second.events] == [("unregister", "t1")]
+
+
+def test_a_streams_groups_wanted_standbys_are_its_config_and_unknown_when_it_cannot_be_read():
+    from producers.kafka.observer import STANDBY_REPLICAS
+
+    listed = [{"group_id": "app", "protocol_type": "streams", "group_type": "streams"}]
+    thread = StreamsGroupMember("t1", None, None, "app-p1-StreamThread-1-consumer", "/10.0.0.5",
+                                3, 0, "p1", StreamsTasks(active=(("0", 0),)),
+                                StreamsTasks(active=(("0", 0),)))
+    app = StreamsGroupDescription("app", 0, None, "Stable", 3, 3, "sticky", 0,
+                                  (Subtopology("0", ("A",), (), ("app-counts-changelog",)),),
+                                  (thread,))
+    admin = FakeAdmin(Script(listed), Script({}), describe_streams_groups=Script({"app": app}))
+    configs = Script({"app": {STANDBY_REPLICAS: 1}}, RuntimeError("broker unreachable"))
+    observer = KafkaGroupObserver(CLUSTER, timeout_s=1, admin_factory=lambda *_: admin,
+                                  metadata_factory=lambda *_: FakeMetadata(Script({"A": 1}),
+                                                                           configs))
+    (first,) = observer.poll(TS)
+    assert first.events[0]["standby_replicas"] == {"subtopology 0": 1}
+    (second,) = observer.poll(TS + 1_000)      # not read: nothing is judged missing
+    assert "standby_replicas" not in second.events[0]
+    calls, _ = observer.health.calls.snapshot()
+    assert {outcome: n for (request, outcome), n in calls.items()
+            if request == "describe_configs"} == {"ok": 1, "RuntimeError": 1}

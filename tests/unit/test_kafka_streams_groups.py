@@ -23,7 +23,8 @@ TS = 1_700_000_000_000
 # A stateful app: subtopology 0 reads "orders" (4 partitions) and writes a repartition topic,
 # subtopology 1 reads it (4 partitions, as the broker configured it).
 TOPOLOGY = (Subtopology("0", ("orders",), ()),
-            Subtopology("1", ("app-agg-repartition",), (("app-agg-repartition", 4),)))
+            Subtopology("1", ("app-agg-repartition",), (("app-agg-repartition", 4),),
+                        ("app-agg-changelog",)))
 PARTITIONS = {"orders": 4, "app-agg-repartition": 4}
 S0, S1 = task_space("0"), task_space("1")
 
@@ -225,3 +226,55 @@ def test_a_page_column_for_every_holder_the_detail_carries():
     from streaming.exporter.pages import BROKER_COLUMNS
 
     assert ("reported", "rerun", *(kind for kind, _ in BROKER_COLUMNS)) == OWNER_KINDS
+
+
+def run_wanting(described, replicas=1) -> Run:
+    run = Run()
+    run.batch(translate_streams_group(described, PARTITIONS, TS, standby_replicas=replicas).events)
+    return run
+
+
+def test_the_standby_copies_a_group_wants_are_its_replicas_for_each_stateful_subtopology():
+    out = translate_streams_group(streams_group(SETTLED), PARTITIONS, TS, standby_replicas=2)
+    beat = next(e for e in parse_event(out.events[0]))
+    assert beat.protocol.standby_replicas == ((S0, 0), (S1, 2))
+    unknown = translate_streams_group(streams_group(SETTLED), PARTITIONS, TS)
+    assert "standby_replicas" not in unknown.events[0]
+
+
+def test_a_stateful_task_copied_on_too_few_processes_is_standby_missing():
+    # Two processes, one standby wanted: m2 copies m1's 1_0 and 1_1; nobody copies m2's 1_2
+    # and 1_3. Subtopology 0 has no state and wants none.
+    half = [thread("m1", tasks(("0", 0), ("0", 1), ("1", 0), ("1", 1))),
+            thread("m2", tasks(("0", 2), ("0", 3), ("1", 2), ("1", 3),
+                               standby=(("1", 0), ("1", 1))), process="p-2")]
+    run = run_wanting(streams_group(half))
+    assert kinds(run) == {"standby_missing": [(S1, ("", 2), ()), (S1, ("", 3), ())]}
+    assert {r.detail["kept"] for r in run.findings} == {0}
+    assert run.metrics.standby_missing == {S0: 0, S1: 2}
+
+
+def test_a_copy_on_the_active_owners_own_process_does_not_count():
+    same = [thread("m1", tasks(("1", 0), ("1", 1), ("1", 2), ("1", 3), ("0", 0), ("0", 1),
+                               ("0", 2), ("0", 3))),
+            thread("m2", tasks(standby=(("1", 0), ("1", 1), ("1", 2), ("1", 3))))]
+    found = kinds(run_wanting(streams_group(same)))
+    assert len(found["standby_missing"]) == 4 and len(found["standby_with_active"]) == 4
+
+
+def test_every_copy_kept_or_none_wanted_or_wants_unknown_is_no_finding():
+    backed = [thread("m1", tasks(("0", 0), ("0", 1), ("1", 0), ("1", 1),
+                                 standby=(("1", 2), ("1", 3)))),
+              thread("m2", tasks(("0", 2), ("0", 3), ("1", 2), ("1", 3),
+                                 standby=(("1", 0), ("1", 1))), process="p-2")]
+    assert kinds(run_wanting(streams_group(backed))) == {}
+    assert kinds(run_wanting(streams_group(SETTLED), replicas=0)) == {}
+    assert kinds(run_of(streams_group(SETTLED))) == {}
+
+
+def test_the_wanted_copies_survive_the_state_blob():
+    from streaming.core.state.codec import _protocol_in, _protocol_out
+
+    (beat, *_) = parse_event(translate_streams_group(streams_group(SETTLED), PARTITIONS, TS,
+                                                     standby_replicas=1).events[0])
+    assert _protocol_in(_protocol_out(beat.protocol)) == beat.protocol

@@ -53,7 +53,8 @@ def every_kind_of_group() -> list:
         group_metrics("kshare", "kafka", members=2, group_type="share", assignor="simple",
                       share_readers=EVERY_TOPIC_MAP, **maps),
         group_metrics("kstreams", "kafka", members=2, group_type="streams", assignor="sticky",
-                      standby_with_active=EVERY_TOPIC_MAP, **maps),
+                      standby_with_active=EVERY_TOPIC_MAP, standby_missing=EVERY_TOPIC_MAP,
+                      **maps),
     ]
 
 

@@ -209,8 +209,9 @@ def _member_in(row: Sequence[JsonValue]) -> Member:
 def _protocol_out(protocol: GroupProtocol) -> list[JsonValue]:
     # Fields added after the first five come last, and trailing unknowns are left out: a row
     # written before them reads as before.
+    wanted = None if protocol.standby_replicas is None else dict(protocol.standby_replicas)
     later = [protocol.group_state, _owned_out(protocol.standby), _owned_out(protocol.warmup),
-             protocol.process_id]
+             protocol.process_id, wanted]
     while later and later[-1] is None:
         later.pop()
     return [protocol.group_type, _owned_out(protocol.target), protocol.member_epoch,
@@ -221,10 +222,10 @@ def _protocol_in(row: Sequence[JsonValue] | None) -> GroupProtocol | None:
     if row is None:
         return None
     group_type, target, member_epoch, group_epoch, assignment_epoch, *later = row
-    state, standby, warmup, process_id = [*later, None, None, None, None][:4]
+    state, standby, warmup, process_id, wanted = [*later, *[None] * 5][:5]
     return GroupProtocol(group_type, _owned_in(target), member_epoch, group_epoch,
                          assignment_epoch, state, _owned_in(standby), _owned_in(warmup),
-                         process_id)
+                         process_id, None if wanted is None else tuple(sorted(wanted.items())))
 
 
 def _owned_out(owned: tuple[Owned, ...] | None) -> dict[str, QueueRuns] | None:

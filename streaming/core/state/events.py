@@ -73,6 +73,7 @@ class GroupProtocol:
     standby: tuple[Owned, ...] | None = None      # streams: state copies, not processing
     warmup: tuple[Owned, ...] | None = None
     process_id: str | None = None                 # streams: the instance of the thread
+    standby_replicas: tuple[tuple[str, int], ...] | None = None   # streams: (task space, wanted)
 
     @property
     def broker_assigned(self) -> bool:
@@ -443,11 +444,22 @@ def _group_protocol(obj: Mapping[str, JsonValue]) -> GroupProtocol | None:
     process_id = _optional_name(obj.get("process_id"), "process_id")
     standby = _owned(obj.get("standby"), "kafka", "standby")
     warmup = _owned(obj.get("warmup"), "kafka", "warmup")
-    if (group_type == "classic" and target is None
-            and all(v is None for v in (*epochs.values(), state, process_id, standby, warmup))):
+    wanted = _standby_replicas(obj.get("standby_replicas"))
+    if (group_type == "classic" and target is None and all(
+            v is None for v in (*epochs.values(), state, process_id, standby, warmup, wanted))):
         return None
     return GroupProtocol(group_type, target, **epochs, group_state=state, standby=standby,
-                         warmup=warmup, process_id=process_id)
+                         warmup=warmup, process_id=process_id, standby_replicas=wanted)
+
+
+def _standby_replicas(value: object) -> tuple[tuple[str, int], ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise _Reject("wrong_type", "standby_replicas must be an object task space -> count")
+    return tuple(sorted((_name(space, "standby_replicas task space"),
+                         _int(count, "standby_replicas count", 0, MAX_EPOCH))
+                        for space, count in value.items()))
 
 
 def _optional_name(value: object, what: str) -> str | None:

@@ -244,6 +244,17 @@ FIELDS: tuple[ContractField, ...] = (
           ("warmup", "warm-up", "A warm-up is a standby catching up to become the active "
            "owner"))),
     ContractField(
+        "standby_replicas", HEARTBEAT, "object", "no",
+        "Kafka `streams` groups: the standby copies the group wants of each task, by task "
+        "space: its `streams.num.standby.replicas` for a subtopology with state, 0 for one "
+        "without, `{\"subtopology 0\": 0, \"subtopology 1\": 1}`. A task kept on fewer "
+        "processes is `standby_missing`. Left out when the observer could not read the "
+        "group's configs: nothing is then judged",
+        {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0,
+                                                    "maximum": 2147483647}},
+        {"subtopology 1": 1}, "protocol",
+        extra={"system": "kafka", "strategy": "sticky", "group_type": "streams"}),
+    ContractField(
         "process_id", HEARTBEAT, "string", "no",
         "Kafka `streams` groups: the member's Kafka Streams instance (its process UUID). A "
         "member is one stream thread; the threads of one instance share its state stores",
