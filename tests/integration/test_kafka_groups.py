@@ -629,10 +629,8 @@ def wait_for_the_monitor_to_show(watched: Watched, app: str, apps, tasks: int,
 
 
 def test_a_streams_groups_tasks_are_shown_as_each_real_instance_runs_them(watched, tmp_path):
-    source, app = fresh("streams-source"), fresh("streams-app")
-    create_topic(watched.bootstrap, source, 4)
     # A standby of each stateful task (subtopology 1 counts into a store), on another instance.
-    set_group_configs(watched.bootstrap, app, {"streams.num.standby.replicas": "1"})
+    source, app = new_streams_app(watched, "streams", 4, STANDBY)
     apps = [StreamsApp(watched.bootstrap, app, source, tmp_path, name=f"instance-{n}")
             for n in range(3)]
     tasks = {"0": 4, "1": 4}    # the source's 4 partitions; the repartition topic inherits 4
@@ -665,9 +663,7 @@ def test_a_streams_groups_tasks_are_shown_as_each_real_instance_runs_them(watche
 
 def test_a_streams_app_with_fewer_instances_than_its_standbys_need_is_short_of_copies_until_scaled(
         watched, tmp_path):
-    source, app = fresh("streams-alone"), fresh("streams-alone-app")
-    create_topic(watched.bootstrap, source, 2)
-    set_group_configs(watched.bootstrap, app, {"streams.num.standby.replicas": "1"})
+    source, app = new_streams_app(watched, "streams-alone", 2, STANDBY)
     apps = [StreamsApp(watched.bootstrap, app, source, tmp_path, name=f"alone-{n}")
             for n in range(2)]
 
@@ -706,8 +702,7 @@ def test_a_streams_thread_stuck_in_processing_holds_its_tasks_and_fires_the_stuc
         watched, tmp_path):
     from confluent_kafka import Producer
 
-    source, app = fresh("streams-stuck"), fresh("streams-stuck-app")
-    create_topic(watched.bootstrap, source, 4)
+    source, app = new_streams_app(watched, "streams-stuck", 4)
     block = tmp_path / "block"
     block.touch()
     # The first two block inside the first record they process, and with them their stream
@@ -760,6 +755,20 @@ def set_group_configs(bootstrap: str, group: str, configs: dict[str, str]) -> No
         future.result(30)
 
 
+STANDBY = {"streams.num.standby.replicas": "1"}
+
+
+def new_streams_app(watched: Watched, stem: str, partitions: int,
+                    configs: dict[str, str] | None = None) -> tuple[str, str]:
+    """A new source topic of `partitions` and a new application id to read it, with these
+    group configs set."""
+    source, app = fresh(f"{stem}-source"), fresh(f"{stem}-app")
+    create_topic(watched.bootstrap, source, partitions)
+    if configs:
+        set_group_configs(watched.bootstrap, app, configs)
+    return source, app
+
+
 def ready_again(watched: Watched, app: str, instance: StreamsApp) -> None:
     """Until the instance runs its 2 + 2 tasks and the monitor shows them; then the group is
     ready, and its one NotReady spell is a finding that started and ended."""
@@ -801,8 +810,7 @@ def delete_topics(bootstrap: str, topics: list[str]) -> None:
 
 def test_a_streams_app_whose_internal_topics_are_deleted_is_not_ready_until_they_are_back(
         watched, tmp_path):
-    source, app = fresh("streams-internal"), fresh("streams-internal-app")
-    create_topic(watched.bootstrap, source, 2)
+    source, app = new_streams_app(watched, "streams-internal", 2)
     # The store "counts" names both internal topics. Made here, as the broker would make them;
     # the broker re-creates a missing one with the application's replication factor, 2 here,
     # which this one-broker cluster cannot give: once deleted they stay missing.
