@@ -281,6 +281,16 @@ public final class GroupLoad {
         }
     }
 
+    /** False while the coordinator is not there yet for a joining member (asked again next
+     *  round); an error answer otherwise ends the load. */
+    private static boolean answered(Member m, short errorCode, String message, String api) {
+        if (m.epoch == 0 && notYet(errorCode)) {
+            return false;
+        }
+        check(errorCode, api + " " + m.group + " (" + message + ")");
+        return true;
+    }
+
     private ApiMessage consumerBeat(Member m) {
         ConsumerGroupHeartbeatRequestData beat = new ConsumerGroupHeartbeatRequestData()
             .setGroupId(m.group).setMemberId(m.id).setMemberEpoch(m.epoch);
@@ -297,11 +307,9 @@ public final class GroupLoad {
     }
 
     private void consumerAnswer(Member m, ConsumerGroupHeartbeatResponseData answer) {
-        if (m.epoch == 0 && notYet(answer.errorCode())) {
-            return;                              // asked again next round
+        if (!answered(m, answer.errorCode(), answer.errorMessage(), "ConsumerGroupHeartbeat")) {
+            return;
         }
-        check(answer.errorCode(), "ConsumerGroupHeartbeat " + m.group + " ("
-                                  + answer.errorMessage() + ")");
         m.epoch = answer.memberEpoch();
         if (answer.assignment() != null) {
             List<ConsumerGroupHeartbeatRequestData.TopicPartitions> held = new ArrayList<>();
@@ -327,11 +335,9 @@ public final class GroupLoad {
     }
 
     private void shareAnswer(Member m, ShareGroupHeartbeatResponseData answer) {
-        if (m.epoch == 0 && notYet(answer.errorCode())) {
-            return;                              // asked again next round
+        if (!answered(m, answer.errorCode(), answer.errorMessage(), "ShareGroupHeartbeat")) {
+            return;
         }
-        check(answer.errorCode(), "ShareGroupHeartbeat " + m.group + " (" + answer.errorMessage()
-                                  + ")");
         m.epoch = answer.memberEpoch();
         m.assigned |= answer.assignment() != null;
     }
@@ -356,11 +362,9 @@ public final class GroupLoad {
     }
 
     private void streamsAnswer(Member m, StreamsGroupHeartbeatResponseData answer) {
-        if (m.epoch == 0 && notYet(answer.errorCode())) {
-            return;                              // asked again next round
+        if (!answered(m, answer.errorCode(), answer.errorMessage(), "StreamsGroupHeartbeat")) {
+            return;
         }
-        check(answer.errorCode(), "StreamsGroupHeartbeat " + m.group + " (" + answer.errorMessage()
-                                  + ")");
         m.epoch = answer.memberEpoch();
         if (answer.activeTasks() != null) {
             List<StreamsGroupHeartbeatRequestData.TaskIds> held = new ArrayList<>();
