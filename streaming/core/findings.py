@@ -76,7 +76,7 @@ class GroupFindings:
 def compute(state: GroupState) -> GroupFindings:
     """Every finding of the group as it stands (claims from the last re-run)."""
     claims = claims_of(state)
-    active = [m for m in state.live_members() if m.clustering]
+    active = active_members(state)
     topics = sorted({t for m in state.members.values() for t in m.topics})
     route = {t: q for t in topics if (q := consensus_queues(state, t)) is not None}
     contested = {t: route[t] for t in sorted({t for m in active for t in m.topics}) if t in route}
@@ -290,10 +290,7 @@ def _standby_missing(route: TopicQueues, active: list[Member]) -> list[Finding]:
     than the group's standby replicas ask: losing its owner means rebuilding the state from
     the changelog. The broker places a copy only on another process, so a group with fewer
     processes than copies wanted plus one runs without them, and says so only in its log."""
-    wanted: dict[str, int] = {}
-    for member in active:
-        for space, count in (member.protocol and member.protocol.standby_replicas) or ():
-            wanted[space] = max(wanted.get(space, 0), count)
+    wanted = wanted_copies(active)
     runs = _processes_holding(active, _active_tasks)
     copies = _processes_holding(active, _copies)
     found = []
@@ -307,6 +304,21 @@ def _standby_missing(route: TopicQueues, active: list[Member]) -> list[Finding]:
                 found.append(finding("standby_missing", topic, queue,
                                      detail={"wanted": count, "kept": kept}))
     return found
+
+
+def wanted_copies(active: list[Member]) -> dict[str, int]:
+    """task space -> the copies of each of its tasks the group wants, as its members state it
+    (`standby_replicas`); a task space no member states is unknown and left out."""
+    wanted: dict[str, int] = {}
+    for member in active:
+        for space, count in (member.protocol and member.protocol.standby_replicas) or ():
+            wanted[space] = max(wanted.get(space, 0), count)
+    return wanted
+
+
+def active_members(state: GroupState) -> list[Member]:
+    """The live members the findings judge: those that take part in the allocation."""
+    return [m for m in state.live_members() if m.clustering]
 
 
 Task = tuple[str, str, int]

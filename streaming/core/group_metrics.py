@@ -6,7 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from streaming.core.contract import BROKER_ASSIGNED, GroupMetrics
-from streaming.core.findings import CONFLICT_KINDS, GroupFindings, group_type
+from streaming.core.findings import (
+    CONFLICT_KINDS,
+    GroupFindings,
+    active_members,
+    group_type,
+    wanted_copies,
+)
 from streaming.core.state.group import GroupState
 
 
@@ -35,7 +41,7 @@ def _assignment_metrics(state: GroupState, result: GroupFindings) -> dict[str, A
     targets = [p.assignment_epoch for p in protocols if p.assignment_epoch is not None]
     return {**out, "reconciling_members": result.count("handoff_pending"),
             "streams_not_ready": min(1, result.count("streams_not_ready")),
-            **_standby_counts(result, kind),
+            **_standby_counts(state, result, kind),
             "handoff_since_ms": min(pending) if pending else None,
             "max_epoch_lag": max((p.epoch_lag for p in protocols), default=0),
             "group_epoch": max(epochs) if epochs else None,
@@ -46,11 +52,18 @@ def _assignment_metrics(state: GroupState, result: GroupFindings) -> dict[str, A
             "share_readers": dict(result.share_readers)}
 
 
-def _standby_counts(result: GroupFindings, kind: str) -> dict[str, dict[str, int]]:
+def _standby_counts(state: GroupState, result: GroupFindings,
+                    kind: str) -> dict[str, dict[str, int]]:
     """A streams group's tasks in each finding about its standby copies, by task space (the
-    GroupMetrics fields named as the findings)."""
-    return {name: {t: result.count(name, t) for t in result.queues} if kind == "streams" else {}
-            for name in ("standby_with_active", "standby_missing")}
+    GroupMetrics fields named as the findings). Copies missing are counted only where the
+    copies wanted are known: unknown is no series, not 0."""
+    if kind != "streams":
+        return {"standby_with_active": {}, "standby_missing": {}}
+    judged = wanted_copies(active_members(state))
+    return {"standby_with_active": {t: result.count("standby_with_active", t)
+                                    for t in result.queues},
+            "standby_missing": {t: result.count("standby_missing", t) for t in result.queues
+                                if t in judged}}
 
 
 def _common_metrics(state: GroupState, result: GroupFindings, conflicts: list[int],

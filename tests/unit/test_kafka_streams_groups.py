@@ -267,9 +267,13 @@ def test_every_copy_kept_or_none_wanted_or_wants_unknown_is_no_finding():
                                  standby=(("1", 2), ("1", 3)))),
               thread("m2", tasks(("0", 2), ("0", 3), ("1", 2), ("1", 3),
                                  standby=(("1", 0), ("1", 1))), process="p-2")]
-    assert kinds(run_wanting(streams_group(backed))) == {}
+    kept = run_wanting(streams_group(backed))
+    assert kinds(kept) == {} and kept.metrics.standby_missing == {S0: 0, S1: 0}
     assert kinds(run_wanting(streams_group(SETTLED), replicas=0)) == {}
-    assert kinds(run_of(streams_group(SETTLED))) == {}
+    unknown = run_of(streams_group(SETTLED))
+    # Blind is not fine: without the group's config no task space has a series at all.
+    assert kinds(unknown) == {} and unknown.metrics.standby_missing == {}
+    assert unknown.metrics.standby_with_active == {S0: 0, S1: 0}
 
 
 def test_the_wanted_copies_survive_the_state_blob():
