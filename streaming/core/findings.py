@@ -102,8 +102,9 @@ def compute(state: GroupState) -> GroupFindings:
         findings += _broker_splits(state, active)
     target_skew_ratio = 1.0
     if any(m.broker_assigned for m in active):
-        findings += _handoffs(active) + _streams_not_ready(active) + _standby_with_active(active)
-        findings += _standby_missing(route, active)
+        runs = _processes_holding(active, _active_tasks)   # streams: where each task runs
+        findings += _handoffs(active) + _streams_not_ready(active)
+        findings += _standby_with_active(active, runs) + _standby_missing(route, active, runs)
         if not share:
             unassigned, target_skew_ratio, skewed = _target_findings(contested, active)
             findings += unassigned + skewed
@@ -263,13 +264,13 @@ def _streams_not_ready(active: list[Member]) -> list[Finding]:
         if "NotReady" in states else []
 
 
-def _standby_with_active(active: list[Member]) -> list[Finding]:
+def _standby_with_active(active: list[Member], runs: Mapping[Task, set[str]]) -> list[Finding]:
     """A streams task whose standby or warm-up copy is on the process of its active owner: the
     copy shares the owner's disk and fate, so losing that process loses both and the task's
     state is rebuilt from its changelog. The broker's sticky assignor never targets one there,
     so one seen there is a thread that kept its copy after the task moved to another thread of
-    its process (a hand-off not finished), or an assignor that breaks the rule."""
-    processes = _processes_holding(active, _active_tasks)
+    its process (a hand-off not finished), or an assignor that breaks the rule. `runs`: task
+    -> the processes running it active."""
     found = []
     for member in active:
         protocol = member.protocol
@@ -277,7 +278,7 @@ def _standby_with_active(active: list[Member]) -> list[Finding]:
             continue
         for kind, copies in (("standby", protocol.standby), ("warmup", protocol.warmup)):
             for topic, broker, queue_id in copies or ():
-                if protocol.process_id in processes.get((topic, broker, queue_id), ()):
+                if protocol.process_id in runs.get((topic, broker, queue_id), ()):
                     found.append(finding("standby_with_active", topic, (broker, queue_id),
                                          clients=(member.client_id,), address=member.address,
                                          detail={"copy": kind,
@@ -285,13 +286,13 @@ def _standby_with_active(active: list[Member]) -> list[Finding]:
     return found
 
 
-def _standby_missing(route: TopicQueues, active: list[Member]) -> list[Finding]:
+def _standby_missing(route: TopicQueues, active: list[Member],
+                     runs: Mapping[Task, set[str]]) -> list[Finding]:
     """A streams task whose state is copied on fewer processes (besides its active owner's)
     than the group's standby replicas ask: losing its owner means rebuilding the state from
     the changelog. The broker places a copy only on another process, so a group with fewer
     processes than copies wanted plus one runs without them, and says so only in its log."""
     wanted = wanted_copies(active)
-    runs = _processes_holding(active, _active_tasks)
     copies = _processes_holding(active, _copies)
     found = []
     for topic, count in sorted(wanted.items()):
