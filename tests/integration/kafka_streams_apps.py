@@ -56,11 +56,13 @@ def task(text: str) -> Task:
 class StreamsApp(JavaConsumer):
     """One StreamsProbe JVM: one instance of the application `app_id` (one stream thread, so one
     member of the group, unless `threads` says more). `block_file`: while it exists, each
-    record's processing waits. `replication_factor`: of the internal topics the broker creates
+    record's processing waits. `stall_file`: while it exists, each thread running an active
+    task stalls, records or not. `replication_factor`: of the internal topics the broker creates
     for it (-1: the broker's default)."""
 
     def __init__(self, bootstrap: str, app_id: str, source: str, state_root: Path, *,
-                 threads: int = 1, block_file: Path | None = None, name: str | None = None,
+                 threads: int = 1, block_file: Path | None = None,
+                 stall_file: Path | None = None, name: str | None = None,
                  log_dir: Path | None = None, replication_factor: int = -1) -> None:
         super().__init__(bootstrap, app_id, [source], name=name, log_dir=log_dir or state_root)
         self.arguments = ["--bootstrap", bootstrap, "--app-id", app_id, "--source", source,
@@ -69,6 +71,8 @@ class StreamsApp(JavaConsumer):
                           "--replication-factor", str(replication_factor)]
         if block_file is not None:
             self.arguments += ["--block-file", str(block_file)]
+        if stall_file is not None:
+            self.arguments += ["--stall-file", str(stall_file)]
 
     def __repr__(self) -> str:
         return f"StreamsApp({self.name})"
@@ -81,6 +85,7 @@ class StreamsApp(JavaConsumer):
         super()._reset()
         self.state: str | None = None
         self.threads: dict[str, dict[str, frozenset[Task]]] = {}
+        self.stalled: set[str] = set()      # the stream threads stalled now
 
     def _apply(self, event: dict[str, Any]) -> None:
         super()._apply(event)
@@ -89,6 +94,10 @@ class StreamsApp(JavaConsumer):
             self.threads = {thread["client"]: {kind: frozenset(map(task, thread[kind]))
                                                for kind in ("active", "standby")}
                             for thread in event["threads"]}
+        elif event["event"] == "stalled":
+            self.stalled.add(event["thread"])
+        elif event["event"] == "resumed":
+            self.stalled.discard(event["thread"])
 
     @property
     def active(self) -> frozenset[Task]:

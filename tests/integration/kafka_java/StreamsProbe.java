@@ -4,17 +4,22 @@
 // key in an in-memory store (with a changelog).
 //
 //   java StreamsProbe --bootstrap HOST:PORT --app-id APP --source TOPIC --state-dir DIR
-//                     [--threads N] [--block-file PATH] [--replication-factor N]
+//                     [--threads N] [--block-file PATH] [--stall-file PATH]
+//                     [--replication-factor N]
 //
 // Prints one JSON object per line on stdout:
 //   {"event":"started"}
 //   {"event":"tasks","state":"RUNNING","threads":[{"client":"...-consumer",
 //    "active":["0_1","1_1"],"standby":[]}]}     each time what its threads run changes
+//   {"event":"stalled","thread":"..."} / {"event":"resumed","thread":"..."}
 //   {"event":"closed"}
 // "tasks" is KafkaStreams.metadataForLocalThreads(), polled every 100 ms: what this instance
 // runs, the ground truth the tests compare the monitor with. While --block-file exists, each
 // record's processing waits for it to go: the stream thread then neither finishes a batch nor
-// lets go of tasks the broker moves away. "exit" on stdin closes the application and ends.
+// lets go of tasks the broker moves away. While --stall-file exists, every active task's
+// wall-clock punctuation (each 100 ms) waits for it to go, records or not: the stream thread
+// stalls as in a long pause, and neither takes nor gives up a task until it resumes.
+// "exit" on stdin closes the application and ends.
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
@@ -37,6 +42,10 @@ import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.ThreadMetadata;
 import org.apache.kafka.streams.TaskMetadata;
 import org.apache.kafka.streams.kstream.Materialized;
+import org.apache.kafka.streams.processor.PunctuationType;
+import org.apache.kafka.streams.processor.api.FixedKeyProcessor;
+import org.apache.kafka.streams.processor.api.FixedKeyProcessorContext;
+import org.apache.kafka.streams.processor.api.FixedKeyRecord;
 import org.apache.kafka.streams.state.Stores;
 
 public class StreamsProbe {
@@ -47,6 +56,8 @@ public class StreamsProbe {
         }
         String blockFile = options.get("--block-file");
         Path block = blockFile == null ? null : Paths.get(blockFile);
+        String stallFile = options.get("--stall-file");
+        Path stall = stallFile == null ? null : Paths.get(stallFile);
 
         Properties props = new Properties();
         props.put(StreamsConfig.APPLICATION_ID_CONFIG, options.get("--app-id"));
@@ -65,9 +76,12 @@ public class StreamsProbe {
         StreamsBuilder builder = new StreamsBuilder();
         builder.<String, String>stream(options.get("--source"))
             .peek((key, value) -> waitWhileBlocked(block))
+            .processValues(() -> new Stall<String, String>(stall))
             .selectKey((key, value) -> value)
             .groupByKey()
-            .count(Materialized.<String, Long>as(Stores.inMemoryKeyValueStore("counts")));
+            .count(Materialized.<String, Long>as(Stores.inMemoryKeyValueStore("counts")))
+            .toStream()
+            .processValues(() -> new Stall<String, Long>(stall));
 
         KafkaStreams streams = new KafkaStreams(builder.build(), props);
         streams.start();
@@ -99,6 +113,40 @@ public class StreamsProbe {
                 return;
             }
         }
+    }
+
+    // In both subtopologies, so that a thread running any active task stalls.
+    static final class Stall<K, V> implements FixedKeyProcessor<K, V, V> {
+        private final Path file;
+        private FixedKeyProcessorContext<K, V> context;
+
+        Stall(Path file) {
+            this.file = file;
+        }
+
+        @Override
+        public void init(FixedKeyProcessorContext<K, V> context) {
+            this.context = context;
+            if (file != null) {
+                context.schedule(Duration.ofMillis(100), PunctuationType.WALL_CLOCK_TIME,
+                                 now -> stallWhile(file));
+            }
+        }
+
+        @Override
+        public void process(FixedKeyRecord<K, V> record) {
+            context.forward(record);
+        }
+    }
+
+    static void stallWhile(Path stall) {
+        if (!Files.exists(stall)) {
+            return;
+        }
+        String thread = quote(Thread.currentThread().getName());
+        say("{\"event\":\"stalled\",\"thread\":" + thread + "}");
+        waitWhileBlocked(stall);
+        say("{\"event\":\"resumed\",\"thread\":" + thread + "}");
     }
 
     static void report(KafkaStreams streams) {
