@@ -14,6 +14,7 @@ One source, one stateful transformation, one foreachBatch sink:
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import signal
@@ -25,9 +26,11 @@ import warnings
 from dataclasses import fields, replace
 
 from prometheus_client import CollectorRegistry
+from pyspark import SparkContext
 from pyspark.errors.exceptions.captured import SparkRuntimeException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
+from pyspark.sql.streaming.listener import JStreamingQueryListener, QueryProgressEvent
 from pyspark.sql.streaming.state import GroupStateTimeout
 
 from streaming.common import options
@@ -199,12 +202,25 @@ def make_outbox(config: JobConfig, stats: DeliveryStats) -> Outbox:
 
 class ProgressListener(StreamingQueryListener):
     """Spark's own measure of each micro-batch (all of it, not only our foreachBatch): its
-    duration, and the records read and rows dropped that the sink accounts for."""
+    duration, and the records read and rows dropped that the sink accounts for. It gets each
+    batch's progress through JsonProgressBridge, or with `exact` through PySpark's own bridge
+    (the twin: the same progress, field by field)."""
 
-    def __init__(self, store: SnapshotStore, sink: BatchSink, query_name: str) -> None:
+    def __init__(self, store: SnapshotStore, sink: BatchSink, query_name: str,
+                 exact: bool = False) -> None:
         self._store = store
         self._sink = sink
         self._query_name = query_name
+        self._exact = exact
+
+    @property
+    def _jlistener(self):
+        # Read by addListener once it has imported the wrapper's package and started the
+        # callback server; a PySpark that no longer reads it uses its own bridge.
+        if not self._exact and not hasattr(self, "_jlistenerobj"):
+            self._jlistenerobj = SparkContext._jvm.PythonStreamingQueryListenerWrapper(  # type: ignore[union-attr]
+                JsonProgressBridge(self))
+        return super()._jlistener
 
     def onQueryStarted(self, event) -> None:
         pass
@@ -227,6 +243,18 @@ class ProgressListener(StreamingQueryListener):
 
     def onQueryTerminated(self, event) -> None:
         pass
+
+
+class JsonProgressBridge(JStreamingQueryListener):
+    """How a batch's progress reaches the listener: its JSON, in one call. PySpark's own bridge
+    reads it field by field over py4j, and each Java map it walks ends in an exception that
+    PySpark's error conversion tests against some 15 classes by reflection: about 400 round
+    trips a batch, with failing class loads in the JVM (16 % of the JVM's samples at 10,000
+    groups, docs/benchmarks.md). Spark Connect's listeners get the progress as this JSON too."""
+
+    def onQueryProgress(self, jevent) -> None:
+        progress = json.loads(jevent.progress().json())
+        self.pylistener.onQueryProgress(QueryProgressEvent.fromJson({"progress": progress}))
 
 
 class Monitor:
@@ -290,7 +318,7 @@ class Monitor:
         self.source_probe.start()
         log.info("metrics on %s:%s, %d groups restored from the checkpoint (%d state shards)",
                  self.config.metrics_host, self.metrics.port, restored, shards)
-        self._listener = ProgressListener(self.store, self._sink, QUERY_NAME)
+        self._listener = ProgressListener(self.store, self._sink, QUERY_NAME, self.config.exact)
         self.spark.streams.addListener(self._listener)
         self.query = self._start_query()
 

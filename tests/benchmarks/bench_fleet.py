@@ -49,6 +49,7 @@ import threading
 import time
 import urllib.request
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -419,10 +420,106 @@ def start_profiles(processes: dict[int, str], seconds: float, directory: Path
     return started
 
 
+def start_jvm_profile(processes: dict[int, str], seconds: float, directory: Path
+                      ) -> list[tuple[str, int, Path, subprocess.Popen]]:
+    """Java Flight Recorder (the JDK's own) records the JVM for the phase, started on the
+    running process with jcmd: the JVM's own samples of each thread's Java stack every 10 ms
+    (the `profile` settings), which `jfr print` reads back."""
+    directory.mkdir(parents=True, exist_ok=True)
+    started = []
+    for pid, role in processes.items():
+        if role != "JVM":
+            continue
+        out = directory / f"JVM-{pid}.jfr"
+        command = ["jcmd", str(pid), "JFR.start", "name=bench_fleet", "settings=profile",
+                   f"duration={int(seconds)}s", f"filename={out}"]
+        started.append((role, pid, out, subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
+    return started
+
+
+# Where a JVM sample's time goes: the first frame from the executing one down (toward the
+# thread's root) whose class starts with one of these names.
+JVM_PARTS = (
+    ("Kafka read", ("org.apache.kafka.", "org.apache.spark.sql.kafka010.")),
+    ("JSON routing", ("com.fasterxml.jackson.", "org.apache.spark.sql.catalyst.json.")),
+    ("Arrow and the Python exchange", ("org.apache.arrow.", "org.apache.spark.sql.execution.python.",
+                                       "org.apache.spark.api.python.",
+                                       "org.apache.spark.sql.execution.arrow.")),
+    ("state store", ("org.apache.spark.sql.execution.streaming.state.",
+                     "org.apache.spark.sql.execution.streaming.StateStore")),
+    ("shuffle and block storage", ("org.apache.spark.shuffle.", "org.apache.spark.storage.",
+                                   "org.apache.spark.io.", "net.jpountz.", "com.github.luben.",
+                                   "org.xerial.snappy.")),
+    ("checkpoint and offset logs", ("org.apache.spark.sql.execution.streaming.HDFSMetadataLog",
+                                    "org.apache.spark.sql.execution.streaming.checkpointing.",
+                                    "org.apache.hadoop.")),
+    ("query planning and the driver's loop", ("org.apache.spark.sql.catalyst.",
+                                              "org.apache.spark.sql.execution.streaming.",
+                                              "org.apache.spark.sql.execution.",
+                                              "org.apache.spark.scheduler.")),
+    ("RPC and networking", ("org.apache.spark.rpc.", "org.apache.spark.network.", "io.netty.")),
+)
+
+
+def jvm_part(frames: list[str]) -> str:
+    for frame in frames:
+        for part, prefixes in JVM_PARTS:
+            if frame.startswith(prefixes):
+                return part
+    return "other (JDK, generated code)"
+
+
+def jvm_samples(path: Path) -> list[tuple[str, list[str]]]:
+    """(thread, frames from the executing one down) of each execution sample in the
+    recording."""
+    text = subprocess.run(["jfr", "print", "--events", "jdk.ExecutionSample", "--stack-depth",
+                           "96", str(path)], capture_output=True, text=True, check=True).stdout
+    samples, thread, frames = [], "", None
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("sampledThread = "):
+            thread = line.split('"')[1]
+        elif line.startswith("stackTrace = ["):
+            frames = []
+        elif frames is not None and line.startswith("]"):
+            samples.append((thread, frames))
+            frames = None
+        elif frames is not None and line and line != "...":
+            frames.append(line)
+    return samples
+
+
+def summarize_jvm_profile(path: Path) -> list[str]:
+    samples = jvm_samples(path)
+    if not samples:
+        return [f"JVM: no execution samples in {path}"]
+    parts = Counter(jvm_part(frames) for _, frames in samples)
+    threads = Counter(_thread_kind(thread) for thread, _ in samples)
+    lines = [f"JVM: {len(samples)} execution samples (Java code running), by part:"]
+    lines += [f"    {n / len(samples):6.1%}  {part}" for part, n in parts.most_common()]
+    lines += ["  by thread:"]
+    lines += [f"    {n / len(samples):6.1%}  {kind}" for kind, n in threads.most_common(8)]
+    return lines
+
+
+def _thread_kind(thread: str) -> str:
+    """A thread's name without its numbers (task ids, pool indexes)."""
+    return " ".join(word for word in thread.split() if not any(c.isdigit() for c in word))
+
+
 def summarize_profiles(profiles, top: int = 12) -> list[str]:
     lines = []
     for role, pid, path, process in profiles:
         process.wait(60)
+        if role == "JVM":
+            deadline = time.monotonic() + 60     # JFR writes the file when its duration ends
+            while not path.exists() and time.monotonic() < deadline:
+                time.sleep(0.5)
+            if path.exists():
+                time.sleep(2)
+                lines += summarize_jvm_profile(path)
+            continue
         if not path.exists():
             continue
         inclusive: dict[str, int] = {}
@@ -546,7 +643,8 @@ def measured_phase(bootstrap: str, topic: str, job: Job, load: FleetProcess, fle
     scraper.start()
     usage = Usage({**session_processes(job.process.pid), load.process.pid: "fleet",
                    scraper.pid: "scraper"})
-    profiles = (start_profiles(usage.processes, args.seconds, Path(args.profile))
+    profiles = ([*start_profiles(usage.processes, args.seconds, Path(args.profile)),
+                 *start_jvm_profile(usage.processes, args.seconds, Path(args.profile))]
                 if args.profile else [])
     collisions = Collisions(bootstrap, topic, fleet, args.collisions, args.seconds)
     injector = threading.Thread(target=collisions.run, daemon=True)
@@ -670,8 +768,9 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--warm-up-timeout", type=float, default=900.0)
     parser.add_argument("--profile", metavar="DIR", default=None,
-                        help="record the driver and the Python workers with py-spy during the "
-                             "phase, into DIR, and print where their time goes")
+                        help="record the driver and the Python workers with py-spy, and the "
+                             "JVM with Java Flight Recorder, during the phase, into DIR, and "
+                             "print where their time goes")
     parser.add_argument("--show-log", action="store_true", help="print the job's log tail")
     args = parser.parse_args()
     fleet = Fleet(args.groups, args.clients, args.topics, args.queues, args.form)

@@ -98,6 +98,11 @@ def test_every_scenario_through_broker_and_job_finds_its_ground_truth(
         m = monitor.catch_up()
         assert sum(m.series("rebalance_monitor_events_total").values()) == len(events)
         assert m.groups() == {key.decode() for _, key, _ in events}
+        # Spark's own count of the records it read, through the progress listener's bridge
+        # (the JSON one, or PySpark's under REBALANCE_MONITOR_EXACT), which trails the batch.
+        monitor.wait_for(lambda s: s.value("rebalance_monitor_source_records_total")
+                         >= len(events))
+        assert monitor.scrape().value("rebalance_monitor_source_records_total") == len(events)
 
     ended = sum(f.ends_ms is not None for f in truth)
     records = read_findings(kafka_bootstrap, topic + ".findings", len(truth) + ended)
