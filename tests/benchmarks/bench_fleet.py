@@ -439,35 +439,33 @@ def start_jvm_profile(processes: dict[int, str], seconds: float, directory: Path
 
 
 # Where a JVM sample's time goes: the first frame from the executing one down (toward the
-# thread's root) whose class starts with one of these names.
+# thread's root) whose class starts with one of these names; else Spark SQL's own work, told
+# apart by the thread (an executor's task, or the driver's).
 JVM_PARTS = (
+    ("py4j calls from Python (the progress listener's among them)", ("py4j.",)),
     ("Kafka read", ("org.apache.kafka.", "org.apache.spark.sql.kafka010.")),
     ("JSON routing", ("com.fasterxml.jackson.", "org.apache.spark.sql.catalyst.json.")),
     ("Arrow and the Python exchange", ("org.apache.arrow.", "org.apache.spark.sql.execution.python.",
                                        "org.apache.spark.api.python.",
                                        "org.apache.spark.sql.execution.arrow.")),
-    ("state store", ("org.apache.spark.sql.execution.streaming.state.",
-                     "org.apache.spark.sql.execution.streaming.StateStore")),
+    ("state store", ("org.apache.spark.sql.execution.streaming.state.",)),
     ("shuffle and block storage", ("org.apache.spark.shuffle.", "org.apache.spark.storage.",
                                    "org.apache.spark.io.", "net.jpountz.", "com.github.luben.",
                                    "org.xerial.snappy.")),
-    ("checkpoint and offset logs", ("org.apache.spark.sql.execution.streaming.HDFSMetadataLog",
-                                    "org.apache.spark.sql.execution.streaming.checkpointing.",
+    ("checkpoint and offset logs", ("org.apache.spark.sql.execution.streaming.checkpointing.",
                                     "org.apache.hadoop.")),
-    ("query planning and the driver's loop", ("org.apache.spark.sql.catalyst.",
-                                              "org.apache.spark.sql.execution.streaming.",
-                                              "org.apache.spark.sql.execution.",
-                                              "org.apache.spark.scheduler.")),
     ("RPC and networking", ("org.apache.spark.rpc.", "org.apache.spark.network.", "io.netty.")),
 )
 
 
-def jvm_part(frames: list[str]) -> str:
+def jvm_part(thread: str, frames: list[str]) -> str:
     for frame in frames:
         for part, prefixes in JVM_PARTS:
             if frame.startswith(prefixes):
                 return part
-    return "other (JDK, generated code)"
+    if thread.startswith("Executor task"):
+        return "Spark SQL in tasks (rows, sort, hash, generated code)"
+    return "the driver: planning, scheduling and the query's loop"
 
 
 def jvm_samples(path: Path) -> list[tuple[str, list[str]]]:
@@ -494,7 +492,7 @@ def summarize_jvm_profile(path: Path) -> list[str]:
     samples = jvm_samples(path)
     if not samples:
         return [f"JVM: no execution samples in {path}"]
-    parts = Counter(jvm_part(frames) for _, frames in samples)
+    parts = Counter(jvm_part(thread, frames) for thread, frames in samples)
     threads = Counter(_thread_kind(thread) for thread, _ in samples)
     lines = [f"JVM: {len(samples)} execution samples (Java code running), by part:"]
     lines += [f"    {n / len(samples):6.1%}  {part}" for part, n in parts.most_common()]
