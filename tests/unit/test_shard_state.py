@@ -8,6 +8,7 @@ key whose rows were all dead letters counts as one without rows, so that no grou
 the watermark passed. The state function runs with pyspark's real GroupState, carried from batch
 to batch as Spark carries it."""
 
+import binascii
 import dataclasses
 import json
 import struct
@@ -60,6 +61,15 @@ def test_a_shard_decodes_to_the_entries_it_was_encoded_from(entries):
     assert decode_shard(encode_shard(entries)) == entries
 
 
+@given(st.dictionaries(st.builds(GroupKey, st.sampled_from(["kafka", "rocketmq"]), st.text()),
+                       st.builds(ShardEntry, st.binary(), st.integers(-1, 2**62),
+                                 st.lists(KEPT, max_size=4).map(pack_kept))))
+def test_a_shards_value_is_ascii(entries):
+    """Spark pickles the state it hands to Python as a latin-1 string encoded as UTF-8: a copy
+    for ASCII, a loop over the bytes for the rest (streaming.core.state.shard, format 4)."""
+    assert encode_shard(entries).isascii()
+
+
 def test_a_group_name_over_64_kib_is_kept():
     """Names are bounded only by --max-event-bytes (1 MiB by default)."""
     entries = {GroupKey("kafka", "g" * 70_000): ShardEntry(b"blob", 1)}
@@ -77,12 +87,14 @@ def test_a_shard_of_format_1_is_read_with_nothing_kept():
                                 GroupKey("rocketmq", "h"): ShardEntry(b"blob-2", -1)}
 
 
-@pytest.mark.parametrize("value", [b"", b"\x04", b"\x02\x00", b"\x01" + b"\x00" * 20 + b"\xff",
+@pytest.mark.parametrize("value", [b"", b"\x05", b"\x02\x00", b"\x01" + b"\x00" * 20 + b"\xff",
                                    b"\x01" + bytes(11) + b"\x05" + bytes(8) + b"ab",
                                    b"\x02" + bytes(11) + b"\x01" + bytes(8) + b"a" + b"\x00\x00\x00\x28"
                                    + bytes(20),
                                    b"\x02" + bytes(11) + b"\x01" + bytes(8) + b"a" + b"\x00\x00\x00\x13"
-                                   + bytes(19)])
+                                   + bytes(19),
+                                   b"\x04" + b"AAAA!AAA", b"\x04" + b"AAAAAQ",
+                                   b"\x04" + binascii.b2a_base64(bytes(20), newline=False)])
 def test_bytes_of_another_format_or_cut_short_are_refused(value):
     with pytest.raises(ShardFormatError):
         decode_shard(value)
