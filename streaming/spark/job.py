@@ -56,7 +56,7 @@ from streaming.exporter.scrape_text import ScrapeText
 from streaming.exporter.views import PageLinks
 from streaming.jars import spark_kafka_conf
 from streaming.spark import jvm_logs, kafka_client
-from streaming.spark.batch_errors import OutageFailures, bounded_failures
+from streaming.spark.batch_errors import OutageFailures, bounded_failures, summary
 from streaming.spark.checkpoint_files import (
     HadoopTextFile,
     checkpoint_child,
@@ -392,11 +392,13 @@ class Monitor:
 
 def _quietly(call, *args) -> None:
     """A call into Spark during the stop: a stopped SparkContext, a JVM already gone or a batch
-    that did not end in time is what a stop may meet, and none of them is news."""
+    that did not end in time is what a stop may meet, and none of them is news. Nor is the
+    error's text: a Py4J error fetches it from the JVM, which the group's signal may have
+    ended since (`summary` does not fail on that)."""
     try:
         call(*args)
     except Exception as error:  # noqa: BLE001 - Py4JError, Py4JJavaError, captured exceptions
-        log.debug("while stopping: %s", str(error).splitlines()[0] if str(error) else error)
+        log.debug("while stopping: %s", summary(error))
 
 
 def _failure_cause(error) -> str:
