@@ -116,11 +116,8 @@ def _decode_into(value: bytes, entries: dict[GroupKey, ShardEntry]) -> None:
         raise ShardFormatError(f"shard format {found}, expected one of {READABLE_VERSIONS}")
     version = value[0]
     with_kept, with_cluster, fixed_kept = version >= 2, version >= 3, version in (2, 3)
-    if version >= 4:
-        value, cut = _unarmoured(value)
-    else:
-        cut = False
-    view, at = memoryview(value), 1
+    entries_bytes, cut = _unarmoured(value) if version >= 4 else (memoryview(value)[1:], False)
+    view, at = memoryview(entries_bytes), 0
     try:
         while at < len(view):
             system_len, group_len, blob_len, timeout_ms = _ENTRY.unpack_from(view, at)
@@ -161,12 +158,12 @@ def _decode_into(value: bytes, entries: dict[GroupKey, ShardEntry]) -> None:
 
 
 def _unarmoured(value: bytes) -> tuple[bytes, bool]:
-    """A base64 value (format 4) as its format byte and entries, and whether its text was cut
-    inside a quantum (the entries before the cut still read)."""
-    text = value[1:]
+    """A base64 value's (format 4) entries, and whether its text was cut inside a quantum (the
+    entries before the cut still read)."""
+    text = memoryview(value)[1:]
     whole = len(text) - len(text) % 4
     try:
-        return value[:1] + binascii.a2b_base64(text[:whole], strict_mode=True), whole != len(text)
+        return binascii.a2b_base64(text[:whole], strict_mode=True), whole != len(text)
     except binascii.Error as error:
         raise ShardFormatError(f"shard unreadable: {error}") from None
 
