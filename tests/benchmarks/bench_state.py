@@ -16,6 +16,13 @@ Measures, in the same run:
   1,000 ms (`--instant-ms 1000`: one re-run a second); the baseline is the same members a
   millisecond apart with the default instant (one re-run per member). The cost per member of
   each, best of 3.
+- a steady group's steps (`--steady-sizes`): a group of N members (2 topics x 8 queues, AVG),
+  each member heartbeating every 30 s at its own phase and each topic's route sent again every
+  30 s, advanced in 2 s batches as the job advances it (what a blob takes as a refresh cached
+  beside it, as each worker caches it) over `--steady-minutes` of event time once formed: the
+  core's time per event, the steps a minute, and the mean bytes of the blob and of the kept
+  refreshes; the baseline is the same group with the cap of kept refreshes of a group of 10
+  (`MEMBERS_PER_CAP` switched off), in the same run.
 """
 
 from __future__ import annotations
@@ -27,12 +34,14 @@ from dataclasses import replace
 
 from streaming.core.advance import advance
 from streaming.core.allocation import allocate, sort_client_ids, sort_queues
+from streaming.core.state import refresh
 from streaming.core.state.codec import decode, encode
 from streaming.core.state.events import parse_event
 from streaming.core.state.group import GroupState, apply_event
+from streaming.core.state.refresh import Refreshes
 from streaming.core.state.rerun import rerun
 from streaming.core.state.stored import Stored
-from streaming.core.step import Replay, StepConfig, _react, step
+from streaming.core.step import Replay, StepConfig, _react, refreshes_of, step
 from tests.benchmarks.machine import describe_machine
 
 T0 = 1_700_000_000_000
@@ -147,6 +156,74 @@ def print_join_waves(sizes: list[int]) -> None:
               f"{spread * 1e3:.3f} ms; {spread / poll:.1f}x, {spread / coarse:.1f}x")
 
 
+def steady_fleet_group(members: int, minutes: int) -> list[list[tuple]]:
+    """2 s batches of a formed group's refreshes: the joins in the first 30 s, then each member
+    and each route every 30 s, for `minutes` more."""
+    end = 30_000 + minutes * 60_000
+    raws = []
+    for start in range(0, end, 30_000):
+        raws += [{"type": "route", "ts": T0 + start, "group": "steady", "topic": topic,
+                  "brokers": {"broker-a": 4, "broker-b": 4}} for topic in ("A", "B")]
+        raws += [{"type": "heartbeat", "ts": T0 + start + i * 30_000 // members,
+                  "group": "steady", "client_id": f"10.1.{i // 250}.{i % 250}@{i}",
+                  "topics": ["A", "B"], "strategy": "AVG", "broker": "broker-a"}
+                 for i in range(members)]
+    events = sorted(((one(raw), offset) for offset, raw in enumerate(raws)),
+                    key=lambda item: (item[0].ts, item[1]))
+    batches: list[list[tuple]] = [[] for _ in range(end // 2_000)]
+    for item in events:
+        batches[(item[0].ts - T0) // 2_000].append(item)
+    return batches
+
+
+def bench_steady_group(batches: list[list[tuple]], config: StepConfig) -> dict[str, float]:
+    """The core's seconds per event over the batches after the first minute, the steps, and
+    the mean bytes of the blob and of the kept refreshes per batch."""
+    entry, cached = None, None
+    seconds = events = steps = blob_bytes = kept_bytes = 0
+    measured = batches[30:]
+    def refreshes_for(blob: bytes) -> Refreshes:
+        return cached[1] if cached and cached[0] == blob else refreshes_of(blob, config)
+
+    for n, batch in enumerate(batches):
+        watermark = T0 + n * 2_000 - 10_000
+        if not batch and (entry is None or watermark < entry.timeout_ms):
+            continue                  # the job advances a group only with events or when due
+        start = time.perf_counter()
+        advanced = advance(entry, batch, watermark, config, refreshes_for)
+        if advanced.output is not None:
+            cached = (advanced.entry.blob, advanced.refreshes)
+        if n >= 30:
+            seconds += time.perf_counter() - start
+            events += len(batch)
+            steps += advanced.output is not None
+            blob_bytes += len(advanced.entry.blob)
+            kept_bytes += len(advanced.entry.kept)
+        entry = advanced.entry
+    minutes = len(measured) * 2 / 60
+    return {"us_per_event": seconds / events * 1e6, "steps_per_minute": steps / minutes,
+            "blob": blob_bytes / len(measured), "kept": kept_bytes / len(measured)}
+
+
+def print_steady_groups(sizes: list[int], minutes: int) -> None:
+    config = StepConfig(exact=False)
+    print(f"steady group, {minutes} minutes in 2 s batches, kept path and steps: core us per "
+          "event | steps a minute | mean bytes of the blob + kept refreshes; cap by size, "
+          "then the cap of a group of 10 (baseline); ratio of the us")
+    for size in sizes:
+        batches = steady_fleet_group(size, minutes)
+        scaled = bench_steady_group(batches, config)
+        switched_off, refresh.MEMBERS_PER_CAP = refresh.MEMBERS_PER_CAP, 1 << 30
+        try:
+            fixed = bench_steady_group(batches, config)
+        finally:
+            refresh.MEMBERS_PER_CAP = switched_off
+        print(f"  {size:>5} members: " + " | ".join(
+            f"{run['us_per_event']:.1f} us, {run['steps_per_minute']:.2f}, "
+            f"{run['blob']:,.0f} + {run['kept']:,.0f} B" for run in (scaled, fixed))
+            + f"; {scaled['us_per_event'] / fixed['us_per_event']:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=1000)
@@ -154,9 +231,14 @@ def main() -> None:
     parser.add_argument("--baseline-sample", type=int, default=50)
     parser.add_argument("--wave-sizes", default="10,50,100,200,1000",
                         help="join waves to time, comma-separated member counts")
+    parser.add_argument("--steady-sizes", default="10,25,50,100,200,1000",
+                        help="steady groups to time, comma-separated member counts")
+    parser.add_argument("--steady-minutes", type=int, default=20)
     args = parser.parse_args()
     print(f"machine: {describe_machine()}")
     print_join_waves([int(size) for size in args.wave_sizes.split(",")])
+    print_steady_groups([int(size) for size in args.steady_sizes.split(",")],
+                        args.steady_minutes)
     print(f"group: {args.clients} clients, {len(TOPICS)} topics x 1,000 queues, AVG")
     blob = build_blob(args.clients)
     raws = changes(args.changes, args.clients)

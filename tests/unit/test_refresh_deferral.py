@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from streaming.core.advance import advance
 from streaming.core.state.codec import decode
-from streaming.core.state.refresh import MAX_KEPT, kept_cap, unpack_kept
+from streaming.core.state.refresh import MAX_KEPT, MEMBERS_PER_CAP, kept_cap, unpack_kept
 from streaming.core.state.shard import is_due
 from streaming.core.step import StepConfig, refreshes_of, step, stepped
 from tests.unit.state_helpers import T0, hb, parsed, route
@@ -247,6 +247,29 @@ def test_a_group_keeps_at_most_its_cap_of_refreshes_and_caps_differ_between_grou
         entry = advanced.entry
     cap = kept_cap(items[0][0].group)
     assert stepped_at == list(range(0, len(items), cap + 1))
+
+
+@pytest.mark.parametrize("members", [1, MEMBERS_PER_CAP - 1, MEMBERS_PER_CAP, 3 * MEMBERS_PER_CAP])
+def test_a_larger_group_keeps_a_cap_per_members_per_cap_of_its_members(members):
+    """A step's cost grows with the group, so a group keeps one cap of refreshes per
+    MEMBERS_PER_CAP members (at least one): it steps after that many restating heartbeats, and
+    publishes what stepping every batch publishes."""
+    config = StepConfig(exact=False)
+    clients = [f"c{n:03d}" for n in range(members)]
+    joins = parsed([hb(client, ["T"], ts=T0) for client in clients])
+    cap = kept_cap(joins[0][0].group, members)
+    assert cap == kept_cap(joins[0][0].group) * max(1, members // MEMBERS_PER_CAP)
+    beats = [hb(clients[n % members], ["T"], ts=T0 + 1_000 + n) for n in range(cap + 1)]
+    items = [(event, offset + len(joins)) for event, offset in parsed(beats)]
+    entry = advance(None, joins, None, config).entry
+    kept_until = []
+    for item in items:
+        advanced = advance(entry, [item], None, config)
+        kept_until.append(advanced.output is None)
+        entry = advanced.entry
+    assert kept_until == [True] * cap + [False]
+    exact_final = step(None, [*joins, *items], config=StepConfig(exact=True))
+    assert advanced.output.metrics == exact_final.metrics
 
 
 @pytest.mark.parametrize("module", ["streaming.core.state.refresh", "streaming.core.advance",

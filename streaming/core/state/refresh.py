@@ -58,14 +58,20 @@ from streaming.core.state.group import (
 # three quarters of MAX_KEPT and MAX_KEPT by the group's name: groups that started together and
 # heartbeat at one rate would otherwise fill up, and step, in the same batch. (A step costs
 # about the same whatever it folds, so a lower cap is more steps: half of MAX_KEPT to MAX_KEPT
-# cost 1.3 times the steps at 100 clients.)
+# cost 1.3 times the steps at 100 clients.) A step's cost grows with the group, and so does its
+# blob, so a group of more than MEMBERS_PER_CAP members keeps one cap per MEMBERS_PER_CAP of
+# them: its steps cost about the same per refresh as a small group's, and its kept refreshes
+# stay about as large beside its blob (docs/benchmarks.md, "A steady group's steps").
 MAX_KEPT = 256
+MEMBERS_PER_CAP = 25
 
 
-def kept_cap(group: str) -> int:
-    """How many refreshes the group keeps before it steps (stable across workers and restarts)."""
+def kept_cap(group: str, members: int = 0) -> int:
+    """How many refreshes the group keeps before it steps (stable across workers and restarts:
+    its name, and its members as its blob holds them)."""
     quarter = MAX_KEPT // 4
-    return MAX_KEPT - zlib.crc32(group.encode("utf-8", "surrogatepass")) % (quarter + 1)
+    by_name = MAX_KEPT - zlib.crc32(group.encode("utf-8", "surrogatepass")) % (quarter + 1)
+    return by_name * max(1, members // MEMBERS_PER_CAP)
 
 
 class Kept(NamedTuple):
@@ -224,7 +230,7 @@ class Refreshes:
         self._sources: list[Source] | None = None
         self._index: dict[object, int] = {}
         self._templates: dict[int, Event] = {}
-        self.cap = kept_cap(view.group)
+        self.cap = kept_cap(view.group, len(view.members))
         self._timeout_ms = view.session_timeout_ms
         self._clock = view.clock
         self._renewal: Renewal | None = None
