@@ -39,6 +39,7 @@ import json
 import multiprocessing
 import os
 import random
+import shlex
 import shutil
 import signal
 import statistics
@@ -50,6 +51,7 @@ import time
 import urllib.request
 import uuid
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -234,7 +236,8 @@ class Job:
     """`rebalance-monitor run` with its defaults, in a session of its own (driver, JVM and
     Python workers are one process group)."""
 
-    def __init__(self, bootstrap: str, topic: str, workdir: Path) -> None:
+    def __init__(self, bootstrap: str, topic: str, workdir: Path,
+                 options: Sequence[str] = ()) -> None:
         self.port = free_port()
         suffix = topic.rsplit(".", 1)[-1]
         self.args = [str(VENV_BIN / "rebalance-monitor"), "run", "--bootstrap-servers", bootstrap,
@@ -242,7 +245,7 @@ class Job:
                      "--metrics-host", "127.0.0.1", "--metrics-port", str(self.port),
                      "--findings-topic", f"bench.fleet.findings.{suffix}",
                      "--dead-letter-topic", f"bench.fleet.dlq.{suffix}",
-                     "--log-level", "WARNING"]
+                     "--log-level", "WARNING", *options]
         self.log_path = workdir / "job.log"
         self.process: subprocess.Popen | None = None
 
@@ -582,7 +585,7 @@ def one_run(bootstrap: str, fleet: Fleet, args, number: int) -> Result:
     print(f"-- run {number}: {fleet.groups:,} groups x {fleet.clients} clients, form {fleet.form},"
           f" {load_rate(fleet):,.0f} events/s, topic {topic} ({args.partitions} partitions)",
           flush=True)
-    job = Job(bootstrap, topic, workdir).start()
+    job = Job(bootstrap, topic, workdir, shlex.split(args.job_options)).start()
     load.go()
     started = time.monotonic()
     try:
@@ -770,6 +773,9 @@ def main() -> None:
                              "JVM with Java Flight Recorder, during the phase, into DIR, and "
                              "print where their time goes")
     parser.add_argument("--show-log", action="store_true", help="print the job's log tail")
+    parser.add_argument("--job-options", default="",
+                        help="more options for `rebalance-monitor run`, as one string "
+                             "(e.g. \"--state-store hdfs\"); the job's defaults otherwise")
     args = parser.parse_args()
     fleet = Fleet(args.groups, args.clients, args.topics, args.queues, args.form)
     print("machine:", describe_machine())
