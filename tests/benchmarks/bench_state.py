@@ -182,6 +182,7 @@ def bench_steady_group(batches: list[list[tuple]], config: StepConfig) -> dict[s
     entry, cached = None, None
     seconds = events = steps = blob_bytes = kept_bytes = 0
     measured = batches[30:]
+
     def refreshes_for(blob: bytes) -> Refreshes:
         return cached[1] if cached and cached[0] == blob else refreshes_of(blob, config)
 

@@ -60,8 +60,8 @@ from streaming.core.state.group import (
 # about the same whatever it folds, so a lower cap is more steps: half of MAX_KEPT to MAX_KEPT
 # cost 1.3 times the steps at 100 clients.) A step's cost grows with the group, and so does its
 # blob, so a group of more than MEMBERS_PER_CAP members keeps one cap per MEMBERS_PER_CAP of
-# them: its steps cost about the same per refresh as a small group's, and its kept refreshes
-# stay about as large beside its blob (docs/benchmarks.md, "A steady group's steps").
+# them: the core's time per refresh is then about the same at any size, and the kept refreshes
+# stay a quarter to a half of the blob's bytes (docs/benchmarks.md, "A steady group's steps").
 MAX_KEPT = 256
 MEMBERS_PER_CAP = 25
 
