@@ -18,8 +18,8 @@ Measures, in the same run:
   each, best of 3.
 - a steady group's steps (`--steady-sizes`): a group of N members (2 topics x 8 queues, AVG),
   each member heartbeating every 30 s at its own phase and each topic's route sent again every
-  30 s, advanced in 2 s batches as the job advances it (what a blob takes as a refresh cached
-  beside it, as each worker caches it) over `--steady-minutes` of event time once formed: the
+  30 s, advanced in 2 s batches as the job advances it (what a blob takes as a refresh in the
+  workers' own RefreshCache) over `--steady-minutes` of event time once formed: the
   core's time per event, the steps a minute, and the mean bytes of the blob and of the kept
   refreshes; the baseline is the same group with the cap of kept refreshes of a group of 10
   (`MEMBERS_PER_CAP` switched off), in the same run.
@@ -34,6 +34,7 @@ from dataclasses import replace
 
 from streaming.core.advance import advance
 from streaming.core.allocation import allocate, sort_client_ids, sort_queues
+from streaming.core.contract import GroupKey
 from streaming.core.state import refresh
 from streaming.core.state.codec import decode, encode
 from streaming.core.state.events import parse_event
@@ -41,7 +42,8 @@ from streaming.core.state.group import GroupState, apply_event
 from streaming.core.state.refresh import Refreshes
 from streaming.core.state.rerun import rerun
 from streaming.core.state.stored import Stored
-from streaming.core.step import Replay, StepConfig, _react, refreshes_of, step
+from streaming.core.step import Replay, StepConfig, _react, step
+from streaming.spark.state_function import RefreshCache
 from tests.benchmarks.machine import describe_machine
 
 T0 = 1_700_000_000_000
@@ -179,12 +181,12 @@ def steady_fleet_group(members: int, minutes: int) -> list[list[tuple]]:
 def bench_steady_group(batches: list[list[tuple]], config: StepConfig) -> dict[str, float]:
     """The core's seconds per event over the batches after the first minute, the steps, and
     the mean bytes of the blob and of the kept refreshes per batch."""
-    entry, cached = None, None
+    entry, cache, key = None, RefreshCache(), GroupKey("rocketmq", "steady")
     seconds = events = steps = blob_bytes = kept_bytes = 0
     measured = batches[30:]
 
     def refreshes_for(blob: bytes) -> Refreshes:
-        return cached[1] if cached and cached[0] == blob else refreshes_of(blob, config)
+        return cache.lookup(key, blob, config)
 
     for n, batch in enumerate(batches):
         watermark = T0 + n * 2_000 - 10_000
@@ -193,7 +195,7 @@ def bench_steady_group(batches: list[list[tuple]], config: StepConfig) -> dict[s
         start = time.perf_counter()
         advanced = advance(entry, batch, watermark, config, refreshes_for)
         if advanced.output is not None:
-            cached = (advanced.entry.blob, advanced.refreshes)
+            cache.remember(key, advanced.output.blob, advanced.refreshes)
         if n >= 30:
             seconds += time.perf_counter() - start
             events += len(batch)
