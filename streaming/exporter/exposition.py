@@ -1,13 +1,13 @@
-"""The per-group families as exposition text kept rendered, so that a scrape joins text instead
-of formatting every sample again.
+"""The per-group families as exposition text kept rendered, so that a scrape writes kept text
+instead of formatting every sample again.
 
 prometheus_client formats each sample on every scrape. A fleet of 10,000 groups of 10 clients is
 about 250,000 series, and one scrape took 2.87 s (docs/benchmarks.md). Here prometheus_client
 itself renders a group's lines when what they show changes (the sink writes each batch's
-metrics); a scrape joins the groups' lines family by family, in the order RebalanceCollector
-yields them. Only the ages (of a conflict, of a KIP-848 hand-off) depend on the job's clock, so
-only the groups with an open one are rendered at the scrape. The text is byte for byte what a registry with
-RebalanceCollector gives (tests/unit/test_exposition.py).
+metrics); a scrape writes the groups' lines family by family, in the order RebalanceCollector
+yields them, in blocks joined when one of their groups changed. Only the ages (of a conflict, of a KIP-848 hand-off) depend on the job's clock, so
+only the blocks with an open one are rendered at the scrape. The text is byte for byte what a
+registry with RebalanceCollector gives (tests/unit/test_exposition.py).
 
     text = GroupFamiliesText(ClientSeriesPolicy())
     store = SnapshotStore(text)          # replace_group / remove_group keep the text up to date
@@ -33,6 +33,9 @@ class _Families:
 
     def collect(self) -> list[Metric]:
         return self._families
+
+
+BLOCK_GROUPS = 64     # groups per kept block of a family's text
 
 
 def _exposition_of(families: list[Metric]) -> str:
@@ -67,22 +70,34 @@ def _shown(metrics: GroupMetrics) -> GroupMetrics:
 
 
 class GroupFamiliesText:
-    """Each group's rendered lines, and the families' text joined from them."""
+    """Each group's rendered lines, and the families' text as kept blocks of them.
 
-    def __init__(self, clients: ClientSeriesPolicy) -> None:
+    A family's text is kept in blocks of `block_groups` groups in key order, as bytes: a group
+    whose lines change marks its block to be joined again, so the text after a batch costs what
+    changed, not the fleet (a million per-client series are 128 MB: joining them all after each
+    batch took the driver 0.3 to 0.6 s, docs/benchmarks.md). A scrape is served the blocks as
+    they are, without joining them into one text."""
+
+    def __init__(self, clients: ClientSeriesPolicy, block_groups: int = BLOCK_GROUPS) -> None:
+        if block_groups < 1:
+            raise ValueError(f"block_groups must be at least 1, not {block_groups}")
         self._clients = clients
+        self._block_groups = block_groups
         self._lock = threading.Lock()
         self._groups: dict[GroupKey, _GroupLines] = {}
-        self._order: list[GroupKey] | None = []
-        self._joined: dict[int, str] = {}
+        self._order: list[GroupKey] | None = None    # None: to sort again (a group came or went)
+        self._at: dict[GroupKey, int] = {}           # each group's place in _order
+        self._blocks: list[list[bytes | None]] = []  # per family, per block (None: to join)
         self._version = 0                             # moves on at every put and remove
-        self._full: tuple[tuple[int, int], bytes] | None = None   # (version, event time), text
+        self._full: tuple[tuple[int, int], tuple[bytes, ...]] | None = None  # (version, time)
         self._families = tuple(
             _Family(f.name, f.name + ("_total" if f.type == "counter" else ""), _exposition(f))
             for f in group_families([], JobHealth(), clients))
+        self._headers = tuple(family.header.encode() for family in self._families)
         names = [f.name for f in self._families]
         self._ages_at = {names.index(name): (since_of, family_of)
                          for name, since_of, family_of in AGE_FAMILIES}
+        self._open_ages: dict[int, set[GroupKey]] = {index: set() for index in self._ages_at}
 
     def put(self, metrics: GroupMetrics) -> None:
         """Keep the group's lines; render them again only when what they show changed."""
@@ -95,11 +110,16 @@ class GroupFamiliesText:
             lines = self._render(shown)
         with self._lock:
             self._version += 1
-            if known is None or known.lines is not lines:
-                self._joined.clear()
             if metrics.key not in self._groups:
                 self._order = None
+            elif known is None or known.lines is not lines:
+                self._to_join(metrics.key)
             self._groups[metrics.key] = _GroupLines(shown, metrics, lines)
+            for index, (since_of, _) in self._ages_at.items():
+                if since_of(metrics) is None:
+                    self._open_ages[index].discard(metrics.key)
+                else:
+                    self._open_ages[index].add(metrics.key)
 
     def _render(self, shown: GroupMetrics) -> tuple[str, ...]:
         """The group's lines, family by family, from one call of prometheus_client. Each family
@@ -117,53 +137,81 @@ class GroupFamiliesText:
         with self._lock:
             self._version += 1
             if self._groups.pop(key, None) is not None:
-                self._order, self._joined = None, {}
+                self._order = None
+            for keys in self._open_ages.values():
+                keys.discard(key)
 
     def render(self, health: JobHealth, names: Collection[str] | None = None) -> str:
         """The families, or only those whose samples `names` asks for (as prometheus_client
         answers `?name[]=`: a family without samples is then left out)."""
-        with self._lock:
-            return self._render_families(health, names)
+        return self.exposition(health, names).decode()
 
     def exposition(self, health: JobHealth, names: Collection[str] | None = None) -> bytes:
-        """render() as bytes. The full text is kept until a group changes or the job's event
-        time moves (only an open conflict's age reads it): a scrape after `exposition(health)`
-        has run, as the job runs it after each batch (Prerender), serves kept bytes."""
+        """render() as bytes."""
+        return b"".join(self.chunks(health, names))
+
+    def chunks(self, health: JobHealth, names: Collection[str] | None = None) -> tuple[bytes, ...]:
+        """The text as the parts a scrape writes one after another. The full text's parts are
+        kept until a group changes or the job's event time moves (only an open conflict's age
+        reads it): a scrape after `chunks(health)` has run, as the job runs it after each batch
+        (Prerender), serves kept parts."""
         with self._lock:
             if names is not None:
-                return self._render_families(health, names).encode()
+                return self._render_families(health, names)
             key = (self._version, health.max_event_time_ms)
             if self._full is None or self._full[0] != key:
-                self._full = (key, self._render_families(health, None).encode())
+                self._full = (key, self._render_families(health, None))
             return self._full[1]
 
-    def _render_families(self, health: JobHealth, names: Collection[str] | None) -> str:
+    def _to_join(self, key: GroupKey) -> None:
+        if self._order is not None:
+            block = self._at[key] // self._block_groups
+            for blocks in self._blocks:
+                blocks[block] = None
+
+    def _render_families(self, health: JobHealth,
+                         names: Collection[str] | None) -> tuple[bytes, ...]:
         if self._order is None:
             self._order = sorted(self._groups)
-        parts = []
+            self._at = {key: at for at, key in enumerate(self._order)}
+            count = -(-len(self._order) // self._block_groups)
+            self._blocks = [[None] * count for _ in self._families]
+        parts: list[bytes] = []
         for index, family in enumerate(self._families):
             if names is not None and family.sample_name not in names:
                 continue
-            body = (self._ages(health, index) if index in self._ages_at
-                    else self._joined_lines(index))
-            if names is None or body:
-                parts.append(family.header + body)
-        return "".join(parts)
+            body = self._family_blocks(health, index)
+            if names is None or any(body):
+                parts.append(self._headers[index])
+                parts += (block for block in body if block)
+        return tuple(parts)
 
-    def _joined_lines(self, index: int) -> str:
-        if index not in self._joined:
-            self._joined[index] = "".join(self._groups[k].lines[index] for k in self._order)
-        return self._joined[index]
+    def _family_blocks(self, health: JobHealth, index: int) -> list[bytes]:
+        aged = ({self._at[key] // self._block_groups for key in self._open_ages[index]}
+                if index in self._ages_at else set())
+        return [self._aged_block(health, index, block) if block in aged
+                else self._block(index, block) for block in range(len(self._blocks[index]))]
 
-    def _ages(self, health: JobHealth, index: int) -> str:
+    def _block(self, index: int, block: int) -> bytes:
+        kept = self._blocks[index][block]
+        if kept is None:
+            kept = "".join(self._groups[key].lines[index]
+                           for key in self._block_keys(block)).encode()
+            self._blocks[index][block] = kept
+        return kept
+
+    def _aged_block(self, health: JobHealth, index: int, block: int) -> bytes:
         # Where none is open the age is 0 whatever the clock, as rendered at put().
         since_of, family_of = self._ages_at[index]
         lines = []
-        for key in self._order:
+        for key in self._block_keys(block):
             group = self._groups[key]
             if since_of(group.metrics) is None:
                 lines.append(group.lines[index])
             else:
                 lines.append(_sample_lines(family_of([group.metrics], health)))
-        return "".join(lines)
+        return "".join(lines).encode()
 
+    def _block_keys(self, block: int) -> list[GroupKey]:
+        assert self._order is not None
+        return self._order[block * self._block_groups:(block + 1) * self._block_groups]

@@ -31,7 +31,7 @@ from streaming.exporter.exposition import GroupFamiliesText
 class RenderedGroups:
     """The group families' full text, and the view of the job's health it was rendered with."""
 
-    text: bytes
+    text: tuple[bytes, ...]    # GroupFamiliesText.chunks
     view: HealthView
 
 
@@ -51,19 +51,20 @@ class ScrapeText:
             return None
         with self._store.batch():
             view = self._store.health_view()
-            return RenderedGroups(self._group_text.exposition(view.health), view)
+            return RenderedGroups(self._group_text.chunks(view.health), view)
 
     def served(self, rendered: RenderedGroups | None,
-               names: Collection[str] | None) -> bytes:
-        """The text of a scrape asking for `names` (None: every family), given the last render."""
+               names: Collection[str] | None) -> tuple[bytes, ...]:
+        """The text of a scrape asking for `names` (None: every family), given the last render:
+        its parts, in order."""
         if names is None and rendered is not None:
-            return rendered.text + self._health_text(rendered.view, None)
+            return (*rendered.text, self._health_text(rendered.view, None))
         if self._group_text is None:
-            return generate_latest(_restricted(self._definition, names))
+            return (generate_latest(_restricted(self._definition, names)),)
         with self._store.batch():
             view = self._store.health_view()
-            groups = self._group_text.exposition(view.health, names)
-        return groups + self._health_text(view, names)
+            groups = self._group_text.chunks(view.health, names)
+        return (*groups, self._health_text(view, names))
 
     def _health_text(self, view: HealthView, names: Collection[str] | None) -> bytes:
         collector = JobHealthCollector(self._store, self._clock, view=lambda: view)

@@ -2,14 +2,14 @@
 Burrow-style).
 
 A scrape is answered in Prometheus' text format (0.0.4) without compression: the text kept
-rendered for the groups (exposition.GroupFamiliesText.exposition, given as `rendered`), then
+rendered for the groups (exposition.GroupFamiliesText.chunks, given as `rendered`), then
 what the registry's collectors give. `?name[]=` restricts both, as prometheus_client does.
 The group API and pages (api.py, given as `groups`) answer under /api and /groups."""
 
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from urllib.parse import parse_qs
 
@@ -19,7 +19,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from streaming.common.listener import listen, serve_wsgi
 from streaming.exporter.api import serves
 
-RenderedText = Callable[[Collection[str] | None], bytes]
+RenderedText = Callable[[Collection[str] | None], Sequence[bytes]]   # parts, written in order
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,8 @@ def _scrape_app(registry: CollectorRegistry, rendered: RenderedText | None):
             return plain(environ, start_response)
         names = parse_qs(environ.get("QUERY_STRING", "")).get("name[]")
         collectors = registry.restricted_registry(names) if names else registry
-        # Two parts, not one: joining them would copy the whole text once more.
-        parts = [rendered(names), generate_latest(collectors)]
+        # Parts, not one text: joining them would copy the whole text once more.
+        parts = [*rendered(names), generate_latest(collectors)]
         start_response("200 OK", [("Content-Type", CONTENT_TYPE_PLAIN_0_0_4),
                                   ("Content-Length", str(sum(map(len, parts))))])
         return parts

@@ -293,7 +293,7 @@ class Monitor:
         self.query: StreamingQuery | None = None
         self._sink: BatchSink | None = None
 
-    def _group_families(self, names) -> bytes:
+    def _group_families(self, names) -> tuple[bytes, ...]:
         return self.scrape_text.served(self.prerender.latest, names)
 
     def start(self) -> None:

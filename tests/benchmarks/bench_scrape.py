@@ -8,7 +8,10 @@ the groups with an open conflict. Measures, in the same run:
   (what the job served before), full scrape and one family (`name[]`);
 - the job's scrape: GroupFamiliesText's text plus the registry's job health, full and one family;
 - what a batch costs the sink: every group written again with only its event time moved (a
-  batch of heartbeats), and every group written with a changed value (a fleet-wide change).
+  batch of heartbeats), and every group written with a changed value (a fleet-wide change);
+- the render after a batch in which one group changed and the event time moved (what the job's
+  Prerender does, holding the store's batch lock): the text kept in blocks of BLOCK_GROUPS
+  groups, against one block per family (every family's text joined again whole: the baseline).
 The best of `--repeat` runs of each is kept.
 """
 
@@ -28,6 +31,7 @@ from streaming.exporter import (
     RebalanceCollector,
     SnapshotStore,
 )
+from streaming.exporter.exposition import BLOCK_GROUPS
 from streaming.exporter.server import metrics_app
 from tests.benchmarks.machine import describe_machine
 
@@ -65,6 +69,26 @@ def scrape(app, query: str = "") -> bytes:
     return b"".join(app(environ, lambda status, headers: None))
 
 
+def render_after_one_change(args, block_groups: int) -> float:
+    """Seconds to render the full text after each of `--repeat` batches that changed one group
+    and moved the event time (the best)."""
+    text = GroupFamiliesText(ClientSeriesPolicy(), block_groups)
+    store = SnapshotStore(text)
+    groups = list(fleet(args.groups, args.clients, args.queues, 1_000))
+    for metrics in groups:
+        store.replace_group(metrics)
+    text.chunks(store.health())
+    changed = list(fleet(args.groups, args.clients, args.queues, 3_000, members_delta=1))
+    times = []
+    for n in range(args.repeat):
+        store.replace_group(changed[(n * 7919) % len(changed)])
+        store.update_health(max_event_time_ms=60_000 + n)
+        started = time.perf_counter()
+        text.chunks(store.health())
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--groups", type=int, default=10_000)
@@ -73,6 +97,14 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     print(describe_machine())
+    compare_scrapes(args)       # returns before the next, so that one fleet is in memory at once
+    whole = render_after_one_change(args, max(1, args.groups))
+    blocks = render_after_one_change(args, BLOCK_GROUPS)
+    print(f"render after a batch that changed one group: one block per family {whole:.3f} s, "
+          f"blocks of {BLOCK_GROUPS} groups {blocks:.4f} s (ratio {whole / blocks:.0f}x)")
+
+
+def compare_scrapes(args) -> None:
     policy = ClientSeriesPolicy()
     text = GroupFamiliesText(policy)
     store = SnapshotStore(text)
@@ -81,7 +113,7 @@ def main() -> None:
     store.update_health(max_event_time_ms=60_000)
     registry = CollectorRegistry()
     registry.register(JobHealthCollector(store, clock=lambda: 90.0))
-    app = metrics_app(registry, lambda names: text.exposition(store.health(), names))
+    app = metrics_app(registry, lambda names: text.chunks(store.health(), names))
     reference = CollectorRegistry()
     reference.register(RebalanceCollector(store, policy, clock=lambda: 90.0))
 

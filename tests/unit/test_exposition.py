@@ -56,12 +56,12 @@ operations = st.lists(st.one_of(
 policies = st.builds(ClientSeriesPolicy, st.booleans(), st.integers(1, 3))
 
 
-def job_side(policy):
-    text = GroupFamiliesText(policy)
+def job_side(policy, block_groups=64):
+    text = GroupFamiliesText(policy, block_groups)
     store = SnapshotStore(text)
     registry = CollectorRegistry()
     registry.register(JobHealthCollector(store, clock=lambda: CLOCK))
-    app = metrics_app(registry, lambda names: text.exposition(store.health(), names))
+    app = metrics_app(registry, lambda names: text.chunks(store.health(), names))
     return store, app
 
 
@@ -91,9 +91,10 @@ def apply(store, operation):
 
 
 @settings(max_examples=300, deadline=None)
-@given(policies, operations, st.lists(st.sampled_from(NAMES), max_size=3))
-def test_the_served_text_equals_prometheus_clients_after_any_changes(policy, ops, names):
-    store, app = job_side(policy)
+@given(policies, operations, st.lists(st.sampled_from(NAMES), max_size=3), st.sampled_from([1, 2, 64]))
+def test_the_served_text_equals_prometheus_clients_after_any_changes(policy, ops, names,
+                                                                     block_groups):
+    store, app = job_side(policy, block_groups)
     for operation in ops:
         apply(store, operation)
         assert scrape(app) == generate_latest(reference(store, policy))
@@ -144,7 +145,7 @@ def test_the_server_answers_a_real_http_scrape_with_the_same_bytes():
     registry = CollectorRegistry()
     registry.register(JobHealthCollector(store, clock=lambda: CLOCK))
     server = MetricsServer(MetricsServerConfig("127.0.0.1", 0), registry,
-                           lambda names: text.exposition(store.health(), names))
+                           lambda names: text.chunks(store.health(), names))
     store.replace_group(group_metrics("g", members=2, double_assigned={"t": 1}, queues={"t": 4},
                                       conflict_since_ms=1_000, client_queues={"c1": 4}))
     server.start()
@@ -178,12 +179,32 @@ def test_the_full_text_is_kept_until_a_group_or_the_jobs_event_time_changes():
     store = SnapshotStore(text)
     store.replace_group(group_metrics("g", members=3, conflict_since_ms=1_000))
     store.update_health(max_event_time_ms=5_000)
-    kept = text.exposition(store.health())
-    assert text.exposition(store.health()) is kept
+    kept = text.chunks(store.health())
+    assert text.chunks(store.health()) is kept
     store.update_health(max_event_time_ms=9_000)           # an open conflict's age moved
-    aged = text.exposition(store.health())
-    assert aged is not kept and b"} 8.0" in aged
+    aged = text.chunks(store.health())
+    assert aged is not kept and b"} 8.0" in b"".join(aged)
     store.replace_group(group_metrics("h", members=1))
     assert b'group="h"' in text.exposition(store.health())
     assert text.exposition(store.health(), ["rebalance_group_members"]).startswith(
         b"# HELP rebalance_group_members")
+
+
+def test_a_changed_group_joins_only_its_own_block_of_each_family_again():
+    policy = ClientSeriesPolicy()
+    text = GroupFamiliesText(policy, block_groups=2)
+    store = SnapshotStore(text)
+    for n in range(10):
+        store.replace_group(group_metrics(f"g{n}", members=2, client_queues={"c1": 4}))
+    before = text.chunks(store.health())
+    store.replace_group(group_metrics("g4", members=3, client_queues={"c1": 4}))
+    after = text.chunks(store.health())
+    kept = {id(part) for part in before}
+    joined_again = [part for part in after if id(part) not in kept]
+    assert joined_again and all(b'group="g4"' in part for part in joined_again)
+    assert all(b'group="g5"' in part for part in joined_again)       # g4's block: g4 and g5
+    assert len(joined_again) < len(after) // 4
+    registry = CollectorRegistry()
+    registry.register(JobHealthCollector(store, clock=lambda: CLOCK))
+    app = metrics_app(registry, lambda names: text.chunks(store.health(), names))
+    assert scrape(app) == generate_latest(reference(store, policy))

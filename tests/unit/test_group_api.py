@@ -142,7 +142,7 @@ def test_head_answers_without_a_body(store):
 
 
 def test_the_server_routes_the_api_and_keeps_metrics_where_they_were(store):
-    app = metrics_app(CollectorRegistry(), lambda names: b"# rendered\n", group_api(store))
+    app = metrics_app(CollectorRegistry(), lambda names: (b"# rendered\n",), group_api(store))
     assert call(app, "/metrics").body.startswith(b"# rendered")
     assert json.loads(call(app, "/api/v1/groups").body)["groups"]
     assert call(app, "/groups").content_type.startswith("text/html")

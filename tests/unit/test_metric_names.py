@@ -78,7 +78,7 @@ def emitted() -> set[str]:
     for collector in (JobHealthCollector(store), SourceCollector(lambda: source),
                       DeliveryCollector(delivery), restarts):
         registry.register(collector)
-    app = metrics_app(registry, lambda names: text.exposition(store.health(), names))
+    app = metrics_app(registry, lambda names: text.chunks(store.health(), names))
     environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/metrics", "QUERY_STRING": "",
                "wsgi.input": BytesIO()}
     body = b"".join(app(environ, lambda status, headers: None)).decode()

@@ -5,6 +5,7 @@ another, with kept text (Prerender) and without (the exact twin); then the text 
 import json
 import sys
 import threading
+from collections.abc import Sequence
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -44,9 +45,9 @@ def batch(n: int) -> list:
             row("counts", json.dumps(counts).encode())]
 
 
-def members_and_heartbeats(text: bytes) -> tuple[float | None, float | None]:
+def members_and_heartbeats(parts: Sequence[bytes]) -> tuple[float | None, float | None]:
     values = {sample.name: sample.value
-              for family in text_string_to_metric_families(text.decode())
+              for family in text_string_to_metric_families(b"".join(parts).decode())
               for sample in family.samples
               if sample.name in ("rebalance_group_members", "rebalance_monitor_events_total")}
     return values.get("rebalance_group_members"), values.get("rebalance_monitor_events_total")
@@ -115,12 +116,12 @@ def test_the_served_text_is_the_definitions_and_declares_each_family_once(kept_t
     definition = CollectorRegistry()
     definition.register(RebalanceCollector(store, clients, clock=lambda: CLOCK))
 
-    full = scrape_text.served(scrape_text.render_full(), None)
+    full = b"".join(scrape_text.served(scrape_text.render_full(), None))
     assert full == generate_latest(definition)
     declared = [line for line in full.decode().splitlines() if line.startswith("# TYPE ")]
     assert len(declared) == len(set(declared))
     one = ["rebalance_monitor_events_total", "rebalance_double_assigned_queues"]
-    assert scrape_text.served(scrape_text.render_full(), one) == \
+    assert b"".join(scrape_text.served(scrape_text.render_full(), one)) == \
         generate_latest(definition.restricted_registry(one))
 
 
