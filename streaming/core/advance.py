@@ -54,16 +54,17 @@ class Advanced(NamedTuple):
 
 def advance(entry: ShardEntry | None, events: Sequence[tuple[Event, int]],
             watermark_ms: int | None, config: StepConfig | None = None,
-            refreshes_for: Callable[[bytes], Refreshes] | None = None) -> Advanced:
-    """`refreshes_for(blob)` gives what the blob's view takes as a refresh; by default it is
-    decoded from the blob (the job caches it per worker, keyed by the blob). A stored entry
+            refreshes_for: Callable[[ShardEntry], Refreshes] | None = None) -> Advanced:
+    """`refreshes_for(entry)` gives what the entry's blob's view takes as a refresh; by default
+    it is decoded from the blob (the job caches it per worker, keyed by the blob's stored
+    text, so a kept group's blob is never decoded). A stored entry
     that cannot be read is never fatal: the group is rebuilt from the batch's events (gone if
     it has none), and `reset` says why.
 
         >>> from streaming.core.state.events import parse_event
         >>> [beat] = parse_event({"type": "heartbeat", "ts": 1_700_000_000_000, "group": "g",
         ...                       "client_id": "c1", "topics": ["T"], "strategy": "AVG"})
-        >>> rebuilt = advance(ShardEntry(b"\x09garbage", 0), [(beat, 0)], None)
+        >>> rebuilt = advance(ShardEntry.of(b"\x09garbage", 0), [(beat, 0)], None)
         >>> rebuilt.reset, rebuilt.output.metrics.members
         ('unknown_version', 1)
     """
@@ -78,23 +79,23 @@ def advance(entry: ShardEntry | None, events: Sequence[tuple[Event, int]],
 
 def _advance(entry: ShardEntry | None, events: Sequence[tuple[Event, int]],
              watermark_ms: int | None, config: StepConfig,
-             refreshes_for: Callable[[bytes], Refreshes] | None) -> Advanced:
+             refreshes_for: Callable[[ShardEntry], Refreshes] | None) -> Advanced:
     if refreshes_for is None:
-        def refreshes_for(blob: bytes) -> Refreshes:
-            return refreshes_of(blob, config)
+        def refreshes_for(entry: ShardEntry) -> Refreshes:
+            return refreshes_of(entry.blob, config)
     if not config.exact and entry is not None and (events or entry.kept):
-        kept = refreshes_for(entry.blob).keep_all(events, watermark_ms, entry.kept)
+        kept = refreshes_for(entry).keep_all(events, watermark_ms, entry.kept)
         if kept is not None:
             packed, deadline = kept
             return Advanced(entry._replace(kept=packed,
                                            timeout_ms=max(entry.timeout_ms, deadline)), None)
-    waiting = (refreshes_for(entry.blob).events(unpack_kept(entry.kept))
+    waiting = (refreshes_for(entry).events(unpack_kept(entry.kept))
                if entry and entry.kept else [])
     output, refreshes = stepped(entry.blob if entry else None, [*waiting, *events],
                                 watermark_ms=watermark_ms, config=config)
     if output.blob is None:
         return Advanced(None, output)
-    return Advanced(ShardEntry(output.blob, timeout_after(output, watermark_ms)), output,
+    return Advanced(ShardEntry.of(output.blob, timeout_after(output, watermark_ms)), output,
                     refreshes)
 
 

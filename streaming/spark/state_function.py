@@ -98,26 +98,28 @@ class RefreshCache:
     group goes first."""
 
     def __init__(self, max_groups: int = REFRESH_CACHE_GROUPS) -> None:
+        # Keyed by the blob's stored text (ShardEntry.armoured): comparing it needs no decoding.
         self._by_group: OrderedDict[GroupKey, tuple[bytes, Refreshes]] = OrderedDict()
         self._max_groups = max_groups
 
     def __len__(self) -> int:
         return len(self._by_group)
 
-    def lookup(self, key: GroupKey, blob: bytes, config: StepConfig) -> Refreshes:
+    def lookup(self, key: GroupKey, entry: ShardEntry, config: StepConfig) -> Refreshes:
         cached = self._by_group.get(key)
-        if cached is not None and cached[0] == blob:
+        if cached is not None and cached[0] == entry.armoured:
             self._by_group.move_to_end(key)
             return cached[1]
-        refreshes = refreshes_of(blob, config)
-        self.remember(key, blob, refreshes)
+        refreshes = refreshes_of(entry.blob, config)
+        self.remember(key, entry, refreshes)
         return refreshes
 
-    def remember(self, key: GroupKey, blob: bytes | None, refreshes: Refreshes | None) -> None:
-        if blob is None or refreshes is None:
+    def remember(self, key: GroupKey, entry: ShardEntry | None,
+                 refreshes: Refreshes | None) -> None:
+        if entry is None or refreshes is None:
             self._by_group.pop(key, None)
             return
-        self._by_group[key] = (blob, refreshes)
+        self._by_group[key] = (entry.armoured, refreshes)
         self._by_group.move_to_end(key)
         if len(self._by_group) > self._max_groups:
             self._by_group.popitem(last=False)
@@ -214,7 +216,7 @@ def _advance(key: GroupKey, entries: dict, events: list, watermark: int | None,
     Without a cache, what a blob takes as a refresh is decoded from it. An entry that could
     not be read was reset: counted by cause."""
     entry: ShardEntry | None = entries.get(key)
-    refreshes_for = None if cache is None else lambda blob: cache.lookup(key, blob, config)
+    refreshes_for = None if cache is None else lambda stored: cache.lookup(key, stored, config)
     advanced = advance(entry, events, watermark, config, refreshes_for)
     if advanced.reset is not None:
         counts.resets[advanced.reset] += 1
@@ -226,7 +228,7 @@ def _advance(key: GroupKey, entries: dict, events: list, watermark: int | None,
     if output is None:
         return []
     if cache is not None:
-        cache.remember(key, output.blob, advanced.refreshes)
+        cache.remember(key, advanced.entry, advanced.refreshes)
     return _step_rows(key, output)
 
 

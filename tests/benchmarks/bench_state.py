@@ -41,6 +41,7 @@ from streaming.core.state.events import parse_event
 from streaming.core.state.group import GroupState, apply_event
 from streaming.core.state.refresh import Refreshes
 from streaming.core.state.rerun import rerun
+from streaming.core.state.shard import ShardEntry
 from streaming.core.state.stored import Stored
 from streaming.core.step import Replay, StepConfig, _react, step
 from streaming.spark.state_function import RefreshCache
@@ -185,8 +186,8 @@ def bench_steady_group(batches: list[list[tuple]], config: StepConfig) -> dict[s
     seconds = events = steps = blob_bytes = kept_bytes = 0
     measured = batches[30:]
 
-    def refreshes_for(blob: bytes) -> Refreshes:
-        return cache.lookup(key, blob, config)
+    def refreshes_for(stored: ShardEntry) -> Refreshes:
+        return cache.lookup(key, stored, config)
 
     for n, batch in enumerate(batches):
         watermark = T0 + n * 2_000 - 10_000
@@ -195,7 +196,7 @@ def bench_steady_group(batches: list[list[tuple]], config: StepConfig) -> dict[s
         start = time.perf_counter()
         advanced = advance(entry, batch, watermark, config, refreshes_for)
         if advanced.output is not None:
-            cache.remember(key, advanced.output.blob, advanced.refreshes)
+            cache.remember(key, advanced.entry, advanced.refreshes)
         if n >= 30:
             seconds += time.perf_counter() - start
             events += len(batch)

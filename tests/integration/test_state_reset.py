@@ -11,6 +11,8 @@ other runs are the plain job.
 
 from __future__ import annotations
 
+import binascii
+
 import pytest
 
 import streaming.spark.job as job_module
@@ -24,6 +26,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 T0 = 1_700_000_000_000
 UNREADABLE = b"\x02 not zlib: a blob of the current version that does not decode"
+UNREADABLE_TEXT = binascii.b2a_base64(UNREADABLE, newline=False)   # as the shard stores it
 
 
 def heartbeat(group: str, client: str, ts: int) -> dict:
@@ -42,7 +45,7 @@ def corrupting(target: GroupKey):
             if state.exists:
                 entries = decode_shard(state.get[0])
                 if target in entries:
-                    entries[target] = entries[target]._replace(blob=UNREADABLE)
+                    entries[target] = entries[target]._replace(armoured=UNREADABLE_TEXT)
                     state.update((encode_shard(entries),))
 
         return apply_shard

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streaming.core.advance import advance
-from streaming.core.contract import GroupKey, ShardCounts
+from streaming.core.contract import METRICS, GroupKey, ShardCounts
 from streaming.core.state.events import parse_event
 from streaming.core.state.refresh import Kept, pack_kept
 from streaming.core.state.shard import (
@@ -55,14 +55,14 @@ KEPT = st.builds(Kept, st.integers(0, 2**32 - 1), st.integers(-2**63, 2**63 - 1)
 
 @given(st.dictionaries(
     st.builds(GroupKey, st.sampled_from(["kafka", "rocketmq", UNROUTABLE_KEY]), st.text()),
-    st.builds(ShardEntry, st.binary(), st.integers(-1, 2**62),
+    st.builds(ShardEntry.of, st.binary(), st.integers(-1, 2**62),
               st.lists(KEPT, max_size=4).map(pack_kept))))
 def test_a_shard_decodes_to_the_entries_it_was_encoded_from(entries):
     assert decode_shard(encode_shard(entries)) == entries
 
 
 @given(st.dictionaries(st.builds(GroupKey, st.sampled_from(["kafka", "rocketmq"]), st.text()),
-                       st.builds(ShardEntry, st.binary(), st.integers(-1, 2**62),
+                       st.builds(ShardEntry.of, st.binary(), st.integers(-1, 2**62),
                                  st.lists(KEPT, max_size=4).map(pack_kept))))
 def test_a_shards_value_is_ascii(entries):
     """Spark pickles the state it hands to Python as a latin-1 string encoded as UTF-8: a copy
@@ -72,7 +72,7 @@ def test_a_shards_value_is_ascii(entries):
 
 def test_a_group_name_over_64_kib_is_kept():
     """Names are bounded only by --max-event-bytes (1 MiB by default)."""
-    entries = {GroupKey("kafka", "g" * 70_000): ShardEntry(b"blob", 1)}
+    entries = {GroupKey("kafka", "g" * 70_000): ShardEntry.of(b"blob", 1)}
     assert decode_shard(encode_shard(entries)) == entries
 
 
@@ -83,18 +83,50 @@ def test_a_shard_of_format_1_is_read_with_nothing_kept():
         struct.pack(">IIIq", len(system), len(group), len(blob), timeout) + system + group + blob
         for system, group, blob, timeout in ((b"kafka", b"g", b"blob-1", 5),
                                              (b"rocketmq", b"h", b"blob-2", -1)))
-    assert decode_shard(v1) == {GroupKey("kafka", "g"): ShardEntry(b"blob-1", 5),
-                                GroupKey("rocketmq", "h"): ShardEntry(b"blob-2", -1)}
+    assert decode_shard(v1) == {GroupKey("kafka", "g"): ShardEntry.of(b"blob-1", 5),
+                                GroupKey("rocketmq", "h"): ShardEntry.of(b"blob-2", -1)}
 
 
-@pytest.mark.parametrize("value", [b"", b"\x05", b"\x02\x00", b"\x01" + b"\x00" * 20 + b"\xff",
+def test_a_shard_of_format_4_is_read():
+    """Format 4: the entries of format 3 with varint kept refreshes, all in one base64 text. A
+    checkpoint written by the version before goes on."""
+    kept = pack_kept([Kept(3, 7_000, 41)])
+    raw = b"".join(
+        struct.pack(">IIIq", len(system), len(group), len(blob), timeout) + system + group + blob
+        + struct.pack(">I", len(kept)) + kept + struct.pack(">I", len(cluster)) + cluster
+        for system, group, blob, timeout, cluster in ((b"kafka", b"g", b"blob-1", 5, b"eu"),
+                                                      (b"rocketmq", b"h", b"blob-2", -1, b"")))
+    v4 = b"\x04" + binascii.b2a_base64(raw, newline=False)
+    assert decode_shard(v4) == {GroupKey("kafka", "g", "eu"): ShardEntry.of(b"blob-1", 5, kept),
+                                GroupKey("rocketmq", "h", ""): ShardEntry.of(b"blob-2", -1, kept)}
+
+
+def test_a_group_that_does_not_step_is_written_back_as_the_text_it_was_read_as():
+    value = encode_shard({GroupKey("kafka", "g"): ShardEntry.of(b"blob-1", 5),
+                          GroupKey("kafka", "h"): ShardEntry.of(b"blob-2", 5)})
+    entries = decode_shard(value)
+    assert encode_shard(entries) == value
+    assert value.count(binascii.b2a_base64(b"blob-1", newline=False)) == 1
+
+
+FIELDS_OF_G = binascii.b2a_base64(struct.pack(">IIIIq", 5, 1, 0, 0, 5) + b"kafkag",
+                                  newline=False)
+
+
+@pytest.mark.parametrize("value", [b"", b"\x06", b"\x02\x00", b"\x01" + b"\x00" * 20 + b"\xff",
                                    b"\x01" + bytes(11) + b"\x05" + bytes(8) + b"ab",
                                    b"\x02" + bytes(11) + b"\x01" + bytes(8) + b"a" + b"\x00\x00\x00\x28"
                                    + bytes(20),
                                    b"\x02" + bytes(11) + b"\x01" + bytes(8) + b"a" + b"\x00\x00\x00\x13"
                                    + bytes(19),
                                    b"\x04" + b"AAAA!AAA", b"\x04" + b"AAAAAQ",
-                                   b"\x04" + binascii.b2a_base64(bytes(20), newline=False)])
+                                   b"\x04" + binascii.b2a_base64(bytes(20), newline=False),
+                                   b"\x05" + FIELDS_OF_G + b" YmxvYg==",       # cut: no line end
+                                   b"\x05" + FIELDS_OF_G + b"\n",              # no blob
+                                   b"\x05" + b"!!!!" + b" YmxvYg==\n",          # fields not base64
+                                   b"\x05" + FIELDS_OF_G[:-4] + b" YmxvYg==\n",
+                                   b"\x05" + binascii.b2a_base64(bytes(25), newline=False)
+                                   + b" YmxvYg==\n"])
 def test_bytes_of_another_format_or_cut_short_are_refused(value):
     with pytest.raises(ShardFormatError):
         decode_shard(value)
@@ -265,7 +297,8 @@ def test_a_group_with_only_dead_letters_past_its_timeout_expires():
 
 
 def test_the_refresh_cache_holds_one_entry_per_group_used_only_for_its_own_blob():
-    a, b, c = (step(None, [(parse_event(heartbeat("g", client, T0)[1])[0], 0)], config=CONFIG).blob
+    a, b, c = (ShardEntry.of(step(None, [(parse_event(heartbeat("g", client, T0)[1])[0], 0)],
+                                  config=CONFIG).blob, NO_TIMEOUT)
                for client in ("c1", "c2", "c3"))
     g, h, k = (GroupKey("rocketmq", name) for name in ("g", "h", "k"))
     cache = RefreshCache(max_groups=2)
@@ -337,5 +370,35 @@ def test_each_task_of_the_pickled_function_reaches_the_workers_own_caches(monkey
         list(task((0,), iter([frame]), group_state))
         state.keep(group_state)
         cached = state_function._REFRESHES._by_group.get(key)
-        assert cached is not None and cached[0] == decode_shard(state.value[0])[key].blob
+        assert cached is not None and cached[0] == decode_shard(state.value[0])[key].armoured
         assert len(state_function._PARSER) == 1
+
+
+def test_a_group_that_keeps_its_refreshes_is_not_decoded_when_the_worker_knows_its_blob(
+        monkeypatch):
+    """Its blob is compared as the text the shard stores and written back as that text: a
+    steady fleet decodes the blobs of the groups that step, not of every group."""
+    from streaming.spark import state_function
+
+    monkeypatch.setattr(state_function, "_REFRESHES", RefreshCache())
+    function = make_state_function(dataclasses.replace(CONFIG, exact=False))
+    key = GroupKey("rocketmq", "steady")
+    state = SparkKeyState()
+    decoded = []
+    blob_of = ShardEntry.blob
+
+    def run(ts: int) -> list:
+        _, raw = heartbeat(key.group, "c1", ts)
+        frame = pd.DataFrame([(*key, raw, 0, ARRIVAL_MS, 0)], columns=list(ROUTED_COLUMNS))
+        group_state = state.group_state(None, timed_out=False)
+        out = [row for frame in function((0,), iter([frame]), group_state)
+               for row in frame.itertuples(index=False, name=None)]
+        state.keep(group_state)
+        return out
+
+    run(T0)
+    monkeypatch.setattr(ShardEntry, "blob", property(lambda entry: decoded.append(entry)
+                                                     or blob_of.fget(entry)))
+    stored = decode_shard(state.value[0])[key].armoured
+    assert not [row for row in run(T0 + 1_000) if row[3] == METRICS]    # kept, not stepped
+    assert decoded == [] and decode_shard(state.value[0])[key].armoured == stored

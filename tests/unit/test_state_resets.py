@@ -2,6 +2,7 @@
 calls it, a group whose blob does not decode is rebuilt from its next events and counted by
 cause, and the other groups of its shard go on as they were."""
 
+import binascii
 import json
 import zlib
 
@@ -49,9 +50,14 @@ def resets(out) -> dict:
 
 
 def replaced_blob(key: SparkKeyState, group: str, blob: bytes) -> None:
+    replaced_text(key, group, binascii.b2a_base64(blob, newline=False))
+
+
+def replaced_text(key: SparkKeyState, group: str, armoured: bytes) -> None:
+    """The group's blob as the shard stores it (base64) replaced by `armoured`."""
     entries = decode_shard(key.value[0])
     target = GroupKey("rocketmq", group)
-    entries[target] = entries[target]._replace(blob=blob)
+    entries[target] = entries[target]._replace(armoured=armoured)
     key.value = (encode_shard(entries),)
 
 
@@ -79,6 +85,14 @@ def test_an_unreadable_group_is_rebuilt_from_its_next_events_and_counted(shard, 
     # Rebuilt: the next batch reads g1's new state like any other.
     out = batch(shard, [("g1", heartbeat("g1", "c1", TS + 2_000))])
     assert resets(out) == {} and members(out, "g1") == 2
+
+
+def test_a_blob_whose_stored_text_is_not_base64_resets_only_its_group(shard):
+    replaced_text(shard, "g1", b"not*base64")
+    out = batch(shard, [("g1", heartbeat("g1", "c3", TS + 1_000)),
+                        ("g2", heartbeat("g2", "c3", TS + 1_000))])
+    assert resets(out) == {"corrupt_group": 1}
+    assert (members(out, "g1"), members(out, "g2")) == (1, 3)
 
 
 def test_an_unreadable_group_with_no_events_goes_and_is_counted(shard):

@@ -6,13 +6,13 @@ groups that cost, not the events, set the batch's duration. The job therefore ke
 a shard of groups and keeps each group's own blob (streaming.core.state.codec) inside the
 shard's value, with the group's timeout and the refreshes waiting for its next step
 (streaming.core.state.refresh) beside it. A group's blob is copied as bytes, never re-encoded,
-when the group does not step in a batch.
+when the group does not step in a batch: its base64 text as it was read is written back.
 
     >>> from streaming.core.contract import DEFAULT_CLUSTER, GroupKey
     >>> from streaming.core.state.refresh import Kept, pack_kept
-    >>> entries = {GroupKey("kafka", "orders"): ShardEntry(b"blob-1", 5_000),
-    ...            GroupKey("rocketmq", "orders"): ShardEntry(b"blob-2", NO_TIMEOUT,
-    ...                                                       pack_kept([Kept(3, 7_000, 41)]))}
+    >>> entries = {GroupKey("kafka", "orders"): ShardEntry.of(b"blob-1", 5_000),
+    ...            GroupKey("rocketmq", "orders"): ShardEntry.of(b"blob-2", NO_TIMEOUT,
+    ...                                                          pack_kept([Kept(3, 7_000, 41)]))}
     >>> decode_shard(encode_shard(entries)) == entries
     True
     >>> earliest_timeout(entries)
@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from streaming.core.contract import DEFAULT_CLUSTER, GroupKey
+from streaming.core.state.codec import CodecError
 from streaming.core.state.refresh import KeptFormatError, repack_fixed_kept, unpack_kept
 from streaming.core.times import NO_TIMEOUT
 
@@ -37,8 +38,12 @@ from streaming.core.times import NO_TIMEOUT
 # pickled as a latin-1 string that it encodes as UTF-8: a plain copy when every byte is ASCII,
 # a loop over the bytes otherwise, and that loop was a fifth of the JVM's time at 10,000 groups
 # (docs/benchmarks.md, "The state's bytes"). A third more bytes cost less than that.
-SHARD_VERSION = 4
-READABLE_VERSIONS = (1, 2, 3, 4)
+# 5: one line per entry, its other fields in base64, a space, then its blob in base64: a group
+# that did not step is written back as the text it was read as. Decoding and encoding every
+# shard's whole value took a sixth of the Python workers' time at a million members
+# (docs/benchmarks.md), though most groups' blobs had not changed.
+SHARD_VERSION = 5
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 
 # Per entry: the lengths of system, group and blob, then the timeout (event time, ms).
 # 32-bit lengths: a group's name is bounded only by --max-event-bytes, and a name over 64 KiB
@@ -46,16 +51,32 @@ READABLE_VERSIONS = (1, 2, 3, 4)
 _ENTRY = struct.Struct(">IIIq")
 _CLUSTER_LENGTH = struct.Struct(">I")
 _KEPT_LENGTH = struct.Struct(">I")   # format 2: then the kept refreshes, packed
+# Format 5, the fields before the blob: the lengths of system, group, cluster and kept
+# refreshes, the timeout, then those four.
+_FIELDS = struct.Struct(">IIIIq")
 
 
 class ShardEntry(NamedTuple):
-    """One group inside a shard: its blob, the event time after which the watermark wakes it
-    (as Spark's EventTimeTimeout would the group's own key: woken when timeout < watermark),
-    and the refreshes kept for its next step, in arrival order."""
+    """One group inside a shard: its blob in base64 (as the shard stores it), the event time
+    after which the watermark wakes it (as Spark's EventTimeTimeout would the group's own key:
+    woken when timeout < watermark), and the refreshes kept for its next step, in arrival
+    order."""
 
-    blob: bytes
+    armoured: bytes                  # base64 of the group's blob (streaming.core.state.codec)
     timeout_ms: int
     kept: bytes = b""                # refresh.pack_kept's records
+
+    @classmethod
+    def of(cls, blob: bytes, timeout_ms: int, kept: bytes = b"") -> ShardEntry:
+        return cls(binascii.b2a_base64(blob, newline=False), timeout_ms, kept)
+
+    @property
+    def blob(self) -> bytes:
+        """The group's blob; CodecError when its text is not base64 (the group is reset)."""
+        try:
+            return binascii.a2b_base64(self.armoured, strict_mode=True)
+        except binascii.Error as error:
+            raise CodecError(f"blob unreadable: {error}") from None
 
     @property
     def kept_count(self) -> int:
@@ -68,14 +89,14 @@ class ShardFormatError(ValueError):
 
 def encode_shard(entries: Mapping[GroupKey, ShardEntry]) -> bytes:
     """Entries in key order, so the same groups give the same bytes."""
-    parts: list[bytes] = []
+    parts: list[bytes] = [bytes((SHARD_VERSION,))]
     for key in sorted(entries):
         entry = entries[key]
         system, group, cluster = key.system.encode(), key.group.encode(), key.cluster.encode()
-        parts += (_ENTRY.pack(len(system), len(group), len(entry.blob), entry.timeout_ms),
-                  system, group, entry.blob, _KEPT_LENGTH.pack(len(entry.kept)), entry.kept,
-                  _CLUSTER_LENGTH.pack(len(cluster)), cluster)
-    return bytes((SHARD_VERSION,)) + binascii.b2a_base64(b"".join(parts), newline=False)
+        fields = b"".join((_FIELDS.pack(len(system), len(group), len(cluster), len(entry.kept),
+                                        entry.timeout_ms), system, group, cluster, entry.kept))
+        parts += (binascii.b2a_base64(fields, newline=False), b" ", entry.armoured, b"\n")
+    return b"".join(parts)
 
 
 class Salvaged(NamedTuple):
@@ -90,8 +111,8 @@ def salvage_shard(value: bytes) -> Salvaged:
     """`decode_shard`, keeping what precedes a break instead of refusing the whole value.
 
         >>> from streaming.core.contract import GroupKey
-        >>> value = encode_shard({GroupKey("kafka", "a"): ShardEntry(b"1", 5),
-        ...                       GroupKey("kafka", "b"): ShardEntry(b"2", 5)})
+        >>> value = encode_shard({GroupKey("kafka", "a"): ShardEntry.of(b"1", 5),
+        ...                       GroupKey("kafka", "b"): ShardEntry.of(b"2", 5)})
         >>> [key.group for key in salvage_shard(value[:-3]).entries], salvage_shard(value[:-3]).broken
         (['a'], True)
     """
@@ -115,6 +136,9 @@ def _decode_into(value: bytes, entries: dict[GroupKey, ShardEntry]) -> None:
         found = value[0] if value else "nothing"
         raise ShardFormatError(f"shard format {found}, expected one of {READABLE_VERSIONS}")
     version = value[0]
+    if version == 5:
+        _decode_lines(value, entries)
+        return
     with_kept, with_cluster, fixed_kept = version >= 2, version >= 3, version in (2, 3)
     entries_bytes, cut = _unarmoured(value) if version >= 4 else (memoryview(value)[1:], False)
     view, at = memoryview(entries_bytes), 0
@@ -150,10 +174,39 @@ def _decode_into(value: bytes, entries: dict[GroupKey, ShardEntry]) -> None:
                     raise ShardFormatError("shard cut short")
                 cluster = bytes(view[at:at + cluster_len]).decode()
                 at += cluster_len
-            entries[GroupKey(system, group, cluster)] = ShardEntry(blob, timeout_ms, kept)
+            entries[GroupKey(system, group, cluster)] = ShardEntry.of(blob, timeout_ms, kept)
     except (struct.error, UnicodeDecodeError, KeptFormatError) as error:
         raise ShardFormatError(f"shard unreadable: {error}") from None
     if cut:
+        raise ShardFormatError("shard cut short")
+
+
+def _decode_lines(value: bytes, entries: dict[GroupKey, ShardEntry]) -> None:
+    """Format 5. A blob's text is taken as it is: one that is not base64 resets its group when
+    it is read (ShardEntry.blob), not the shard."""
+    *lines, rest = bytes(memoryview(value)[1:]).split(b"\n")
+    for line in lines:
+        text, space, armoured = line.partition(b" ")
+        if not space:
+            raise ShardFormatError("shard entry without its blob")
+        try:
+            fields = binascii.a2b_base64(text, strict_mode=True)
+            system_len, group_len, cluster_len, kept_len, timeout_ms = _FIELDS.unpack_from(fields)
+            at = _FIELDS.size
+            if at + system_len + group_len + cluster_len + kept_len != len(fields):
+                raise ShardFormatError("shard entry's fields of the wrong length")
+            system = fields[at:at + system_len].decode()
+            at += system_len
+            group = fields[at:at + group_len].decode()
+            at += group_len
+            cluster = fields[at:at + cluster_len].decode()
+            kept = fields[at + cluster_len:]
+        except (binascii.Error, struct.error, UnicodeDecodeError) as error:
+            raise ShardFormatError(f"shard unreadable: {error}") from None
+        if kept and kept[-1] & 0x80:
+            raise ShardFormatError("kept refreshes cut short")
+        entries[GroupKey(system, group, cluster)] = ShardEntry(armoured, timeout_ms, kept)
+    if rest:
         raise ShardFormatError("shard cut short")
 
 
