@@ -5,9 +5,10 @@ prometheus_client formats each sample on every scrape. A fleet of 10,000 groups 
 about 250,000 series, and one scrape took 2.87 s (docs/benchmarks.md). Here prometheus_client
 itself renders a group's lines when what they show changes (the sink writes each batch's
 metrics); a scrape writes the groups' lines family by family, in the order RebalanceCollector
-yields them, in blocks joined when one of their groups changed. Only the ages (of a conflict, of a KIP-848 hand-off) depend on the job's clock, so
-only the blocks with an open one are rendered at the scrape. The text is byte for byte what a
-registry with RebalanceCollector gives (tests/unit/test_exposition.py).
+yields them, in blocks joined again when one of their groups changed. Only the ages (of a
+conflict, of a KIP-848 hand-off) depend on the job's clock, so only the blocks with an open one
+are rendered at the scrape. The text is byte for byte what a registry with RebalanceCollector
+gives (tests/unit/test_exposition.py).
 
     text = GroupFamiliesText(ClientSeriesPolicy())
     store = SnapshotStore(text)          # replace_group / remove_group keep the text up to date
@@ -75,7 +76,8 @@ class GroupFamiliesText:
     A family's text is kept in blocks of `block_groups` groups in key order, as bytes: a group
     whose lines change marks its block to be joined again, so the text after a batch costs what
     changed, not the fleet (a million per-client series are 128 MB: joining them all after each
-    batch took the driver 0.3 to 0.6 s, docs/benchmarks.md). A scrape is served the blocks as
+    batch took the driver 0.3 to 0.6 s, docs/benchmarks.md). A group that comes or goes moves
+    the others' places, so every block is joined again then. A scrape is served the blocks as
     they are, without joining them into one text."""
 
     def __init__(self, clients: ClientSeriesPolicy, block_groups: int = BLOCK_GROUPS) -> None:
