@@ -57,13 +57,15 @@ demo: setup jars
 # clients: two workers ran every scenario, each RocketMQ one on 4.9.8, 5.3.3 and 5.5.0, in 37:30,
 # where one process took 56:40 with the 5.5.0 pass cut to its every_5x subset (2026-12-04, AMD
 # EPYC). worksteal: one worker takes over the other's queue when it runs dry, keeping each
-# module's tests together. Then the exact twin (docs/architecture.md, "Fast paths have an exact
+# module's tests together. The tests marked `alone` (a standalone Spark cluster of two workers)
+# then run with nothing beside them. Then the exact twin (docs/architecture.md, "Fast paths have an exact
 # twin"): the unit suite and the end-to-end scenarios again with every step through the full
 # definition, no shortcut and no cache.
 test: setup system-deps jars helm
 	$(BIN)/ruff check streaming producers tests
 	$(BIN)/mypy
-	$(BIN)/pytest -n 2 --dist worksteal tests/integration
+	$(BIN)/pytest -n 2 --dist worksteal -m "not alone" tests/integration
+	$(BIN)/pytest -m alone tests/integration
 	$(BIN)/pytest -n 2 tests/unit
 	REBALANCE_MONITOR_EXACT=on $(BIN)/pytest -q -n 2 tests/unit
 	REBALANCE_MONITOR_EXACT=on $(BIN)/pytest -q tests/integration/test_scenarios_e2e.py tests/integration/test_state_reset.py

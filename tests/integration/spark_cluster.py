@@ -1,13 +1,13 @@
-"""A real Spark standalone cluster on this machine (Master + Worker via spark-class) and jobs
+"""A real Spark standalone cluster on this machine (Master + Workers via spark-class) and jobs
 submitted to it with spark-submit, each process in its own process group.
 
-    with StandaloneCluster(tmp_path / "cluster", cores=1, memory="1g") as cluster:
+    with StandaloneCluster(tmp_path / "cluster", cores=1, memory="1g", workers=2) as cluster:
         with SubmittedApp(cluster.master_url, ["--py-files", zip_path, "job.py", ...],
                           tmp_path / "app") as app:
             cluster.wait_for_app("rebalance-monitor")
             ...
 
-Stop order is the reverse of start: the application, then the worker, then the master. Each
+Stop order is the reverse of start: the application, then the workers, then the master. Each
 stop sends SIGTERM to the process group and SIGKILL after a grace period.
 """
 
@@ -128,11 +128,12 @@ def fetch_json(url: str) -> dict | None:
 
 
 class StandaloneCluster:
-    """A Master and one Worker on 127.0.0.1."""
+    """A Master and `workers` Workers on 127.0.0.1, each offering `cores` and `memory`."""
 
-    def __init__(self, scratch: Path, cores: int = 1, memory: str = "1g") -> None:
+    def __init__(self, scratch: Path, cores: int = 1, memory: str = "1g",
+                 workers: int = 1) -> None:
         self.scratch = scratch
-        self.cores, self.memory = cores, memory
+        self.cores, self.memory, self.workers = cores, memory, workers
         self.env = cluster_env(scratch)
         self.port, self.webui_port = free_port(), free_port()
         self.master_url = f"spark://127.0.0.1:{self.port}"
@@ -158,11 +159,14 @@ class StandaloneCluster:
                          "--host", "127.0.0.1", "--port", str(self.port),
                          "--webui-port", str(self.webui_port))
         poll("the master's web UI", lambda: fetch_json(self.json_url), timeout, self.processes)
-        self.spark_class("worker", "org.apache.spark.deploy.worker.Worker", self.master_url,
-                         "--host", "127.0.0.1", "--webui-port", str(free_port()),
-                         "--cores", str(self.cores), "--memory", self.memory,
-                         "--work-dir", str(self.scratch / "work"))
-        poll("the worker to register", self.alive_workers, timeout, self.processes)
+        for n in range(self.workers):
+            self.spark_class(f"worker-{n}", "org.apache.spark.deploy.worker.Worker",
+                             self.master_url, "--host", "127.0.0.1",
+                             "--webui-port", str(free_port()),
+                             "--cores", str(self.cores), "--memory", self.memory,
+                             "--work-dir", str(self.scratch / "work" / f"worker-{n}"))
+        poll(f"{self.workers} workers to register",
+             lambda: len(self.alive_workers()) == self.workers, timeout, self.processes)
 
     def status(self) -> dict:
         return fetch_json(self.json_url) or {}
@@ -177,8 +181,8 @@ class StandaloneCluster:
         return None
 
     def executor_logs(self) -> str:
-        """stderr of every executor the worker started (for failure messages)."""
-        paths = sorted((self.scratch / "work").glob("*/*/stderr"))
+        """stderr of every executor the workers started (for failure messages)."""
+        paths = sorted((self.scratch / "work").glob("*/*/*/stderr"))
         return "\n".join(f"--- {p} ---\n" + "\n".join(p.read_text(errors="replace")
                                                      .splitlines()[-40:]) for p in paths)
 

@@ -1,5 +1,10 @@
-"""The job on a real Spark standalone cluster (Master + Worker started here with spark-class),
-submitted with spark-submit and --py-files, gives the same /metrics as in local mode.
+"""The job on a real Spark standalone cluster (a Master and two Workers started here with
+spark-class, an executor on each), submitted with spark-submit and --py-files, gives the same
+/metrics as in local mode, with the job's tasks on both executors and events in both forms (each
+member's heartbeats, and a group's members said alive in one event).
+
+It runs alone (the `alone` marker; the Makefile runs those tests after the others): five JVMs and
+their Python workers beside a RocketMQ broker's start were too much for two cores.
 
 The driver and executors run a "deps-only" interpreter: it sees pyspark, pandas, pyarrow,
 confluent-kafka and prometheus-client but not this project, so the job's code can only come
@@ -8,6 +13,7 @@ from the --py-files zip, as on a real cluster. docs/deploy.md describes the same
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -36,10 +42,12 @@ from tests.integration.spark_cluster import (
 from tests.support import Scrape
 from tests.unit.state_helpers import T0, route
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.alone,
+              pytest.mark.timeout(300)]
 
 REPO = Path(__file__).resolve().parents[2]
 SEED_GROUPS = {"g-skew", "g-433", "g-gap", "g-shared", "g-mixed"}
+WORKERS = 2
 
 
 def comparable(scrape: Scrape) -> dict[tuple, float]:
@@ -79,11 +87,12 @@ def connector_jars() -> list[str]:
 
 
 def submit_args(zip_path: Path, python: Path, bootstrap: str, topic: str, checkpoint: Path,
-                metrics_port: int) -> list[str]:
+                metrics_port: int, ui_port: int) -> list[str]:
     return ["--conf", f"spark.pyspark.python={python}",
             "--conf", f"spark.pyspark.driver.python={python}",
-            "--conf", "spark.ui.enabled=false",
-            "--total-executor-cores", "1", "--executor-memory", "512m",
+            "--conf", f"spark.ui.port={ui_port}",
+            "--total-executor-cores", str(WORKERS), "--executor-cores", "1",
+            "--executor-memory", "512m",
             "--py-files", str(zip_path), *connector_jars(),
             str(REPO / "streaming" / "spark" / "job.py"), "run",
             "--bootstrap-servers", bootstrap, "--topic", topic, "--checkpoint", str(checkpoint),
@@ -118,12 +127,14 @@ def test_standalone_cluster_gives_the_same_metrics_as_local_mode(
     python = deps_only_python(tmp_path / "deps-python", Path(sysconfig.get_path("purelib")))
     assert subprocess.run([str(python), "-c", "import streaming"], cwd=tmp_path,
                           capture_output=True).returncode == 1, "the project must come from the zip"
-    port = free_port()
-    with StandaloneCluster(tmp_path / "cluster", cores=1, memory="1g") as cluster:
+    port, ui_port = free_port(), free_port()
+    with StandaloneCluster(tmp_path / "cluster", cores=1, memory="1g",
+                           workers=WORKERS) as cluster:
         # --py-files alone: the job itself makes the shipped zip visible to Spark 4's
         # driver-side planner of Python sources (source_embedded.expose_py_files_to_driver_planner).
         env = dict(cluster.env)
-        args = submit_args(zip_path, python, kafka_bootstrap, topic, tmp_path / "checkpoint", port)
+        args = submit_args(zip_path, python, kafka_bootstrap, topic, tmp_path / "checkpoint",
+                           port, ui_port)
         with SubmittedApp(cluster.master_url, args, tmp_path / "app", env) as app:
             expected = local_mode_metrics(spark, kafka_bootstrap, topic, tmp_path / "local")
             url = f"http://127.0.0.1:{port}/metrics"
@@ -145,10 +156,29 @@ def test_standalone_cluster_gives_the_same_metrics_as_local_mode(
             assert expected[("rebalance_group_members", g433)] == 3     # kept by the alive
             assert expected[("rebalance_alive_unknown_members_total", g433)] == 1
             app_status = cluster.running_app("rebalance-monitor")
-            assert app_status is not None and app_status["cores"] == 1
-            assert cluster.alive_workers()[0]["coresused"] == 1
+            assert app_status is not None and app_status["cores"] == WORKERS
+            assert [w["coresused"] for w in cluster.alive_workers()] == [1] * WORKERS
+            poll("each worker's executor to have run some of the job's tasks",
+                 lambda: (tasks := executor_tasks(ui_port)) is not None
+                 and len(tasks) == WORKERS and all(tasks.values()),
+                 timeout=60, processes=[app.process])
 
             stop_gracefully(app)
+
+
+def executor_tasks(ui_port: int) -> dict[str, int] | None:
+    """Each executor's completed tasks from the driver's REST API (the driver left out), or None
+    while it does not answer."""
+    base = f"http://127.0.0.1:{ui_port}/api/v1/applications"
+    try:
+        with urllib.request.urlopen(base, timeout=10) as response:
+            [application] = json.load(response)
+        url = f"{base}/{application['id']}/executors"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return {e["id"]: e["completedTasks"] for e in json.load(response)
+                    if e["id"] != "driver"}
+    except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError):
+        return None
 
 
 def stop_gracefully(app: SubmittedApp, timeout: float = 60.0) -> None:
