@@ -336,13 +336,15 @@ def operator_floor(spark, config, checkpoint: Path, expected: int) -> float:
     import pandas as pd
 
     from streaming.spark.job import start_query
+    from streaming.spark.state_function import OUTPUT_COLUMNS
 
     def empty(key, frames, state):
         rows = sum(len(frame) for frame in frames)
         state.update((bytes(2048),))
         state.setTimeoutTimestamp(max(state.getCurrentWatermarkMs(), 0) + 3_600_000)
-        yield pd.DataFrame({"system": [""], "group": [str(key[0])], "kind": ["counts"],
-                            "reason": [None], "payload": [str(rows).encode()]})
+        # Every output column, so the row follows the job's schema as it changes.
+        row = {"group": str(key[0]), "kind": "counts", "payload": str(rows).encode()}
+        yield pd.DataFrame({column: [row.get(column, "")] for column in OUTPUT_COLUMNS})
 
     query = start_query(spark, dataclasses.replace(config, checkpoint=str(checkpoint)),
                         lambda frame, _: frame.collect(), state_function=empty)
