@@ -38,6 +38,18 @@ class _Families:
 
 BLOCK_GROUPS = 64     # groups per kept block of a family's text
 
+# Per family, in the order a scrape writes them: its sample name (what `name[]` asks for) and
+# its parts, the HELP and TYPE lines then the blocks that have samples.
+FamilyParts = tuple[tuple[str, tuple[bytes, ...]], ...]
+
+
+def asked(families: FamilyParts, names: Collection[str] | None) -> tuple[bytes, ...]:
+    """The parts of the families `names` asks for (None: every family), one after another; a
+    family asked for by name is left out without samples, as prometheus_client answers
+    `?name[]=`."""
+    return tuple(part for name, parts in families
+                 if names is None or (name in names and len(parts) > 1) for part in parts)
+
 
 def _exposition_of(families: list[Metric]) -> str:
     return generate_latest(_Families(families)).decode()
@@ -91,7 +103,8 @@ class GroupFamiliesText:
         self._at: dict[GroupKey, int] = {}           # each group's place in _order
         self._blocks: list[list[bytes | None]] = []  # per family, per block (None: to join)
         self._version = 0                             # moves on at every put and remove
-        self._full: tuple[tuple[int, int], tuple[bytes, ...]] | None = None  # (version, time)
+        # The full text's parts, by family and joined, for (version, event time).
+        self._full: tuple[tuple[int, int], FamilyParts, tuple[bytes, ...]] | None = None
         self._families = tuple(
             _Family(f.name, f.name + ("_total" if f.type == "counter" else ""), _exposition(f))
             for f in group_families([], JobHealth(), clients))
@@ -159,11 +172,21 @@ class GroupFamiliesText:
         (Prerender), serves kept parts."""
         with self._lock:
             if names is not None:
-                return self._render_families(health, names)
-            key = (self._version, health.max_event_time_ms)
-            if self._full is None or self._full[0] != key:
-                self._full = (key, self._render_families(health, None))
-            return self._full[1]
+                return asked(self._render_families(health, names), names)
+            return self._kept_full(health)[2]
+
+    def family_parts(self, health: JobHealth) -> FamilyParts:
+        """The full text's parts family by family (kept as `chunks(health)` keeps them), from
+        which `asked` gives any `name[]` scrape's."""
+        with self._lock:
+            return self._kept_full(health)[1]
+
+    def _kept_full(self, health: JobHealth):
+        key = (self._version, health.max_event_time_ms)
+        if self._full is None or self._full[0] != key:
+            families = self._render_families(health, None)
+            self._full = (key, families, asked(families, None))
+        return self._full
 
     def _to_join(self, key: GroupKey) -> None:
         if self._order is not None:
@@ -172,21 +195,18 @@ class GroupFamiliesText:
                 blocks[block] = None
 
     def _render_families(self, health: JobHealth,
-                         names: Collection[str] | None) -> tuple[bytes, ...]:
+                         names: Collection[str] | None) -> FamilyParts:
         if self._order is None:
             self._order = sorted(self._groups)
             self._at = {key: at for at, key in enumerate(self._order)}
             count = -(-len(self._order) // self._block_groups)
             self._blocks = [[None] * count for _ in self._families]
-        parts: list[bytes] = []
-        for index, family in enumerate(self._families):
-            if names is not None and family.sample_name not in names:
-                continue
-            body = self._family_blocks(health, index)
-            if names is None or any(body):
-                parts.append(self._headers[index])
-                parts += (block for block in body if block)
-        return tuple(parts)
+        return tuple(
+            (family.sample_name, (self._headers[index],
+                                  *(block for block in self._family_blocks(health, index)
+                                    if block)))
+            for index, family in enumerate(self._families)
+            if names is None or family.sample_name in names)
 
     def _family_blocks(self, health: JobHealth, index: int) -> list[bytes]:
         aged = ({self._at[key] // self._block_groups for key in self._open_ages[index]}

@@ -3,10 +3,12 @@ families, both from one view of the store taken between two batches (SnapshotSto
 scrape never shows a batch's counts without its groups, nor its groups without its counts; a
 test, or an operator's query, that sees a batch's events counted sees that batch's groups.
 
-The full text comes from the last render (Prerender), with the health it was rendered with: it is
-at most one batch behind, as a whole. A `name[]` scrape, and any scrape before the first render or
-after a failed one, is rendered now. Without kept text (`--exact on`) the store is read through
-RebalanceCollector, the definition, at every scrape.
+A scrape, full or `name[]`, comes from the last render (Prerender), with the health it was
+rendered with: it is at most one batch behind, as a whole, and never waits for the batch the sink
+is applying (a `name[]` scrape rendered at the scrape waited for it, over 10 s in a cold start of
+2,000 groups of 100, docs/benchmarks.md). A scrape before the first render or after a failed one
+is rendered now. Without kept text (`--exact on`) the store is read through RebalanceCollector,
+the definition, at every scrape.
 """
 
 from __future__ import annotations
@@ -24,14 +26,14 @@ from streaming.exporter.collector import (
     RebalanceCollector,
     SnapshotStore,
 )
-from streaming.exporter.exposition import GroupFamiliesText
+from streaming.exporter.exposition import FamilyParts, GroupFamiliesText, asked
 
 
 @dataclass(frozen=True)
 class RenderedGroups:
     """The group families' full text, and the view of the job's health it was rendered with."""
 
-    text: tuple[bytes, ...]    # GroupFamiliesText.chunks
+    families: FamilyParts      # GroupFamiliesText.family_parts
     view: HealthView
 
 
@@ -51,14 +53,14 @@ class ScrapeText:
             return None
         with self._store.batch():
             view = self._store.health_view()
-            return RenderedGroups(self._group_text.chunks(view.health), view)
+            return RenderedGroups(self._group_text.family_parts(view.health), view)
 
     def served(self, rendered: RenderedGroups | None,
                names: Collection[str] | None) -> tuple[bytes, ...]:
         """The text of a scrape asking for `names` (None: every family), given the last render:
         its parts, in order."""
-        if names is None and rendered is not None:
-            return (*rendered.text, self._health_text(rendered.view, None))
+        if rendered is not None:
+            return (*asked(rendered.families, names), self._health_text(rendered.view, names))
         if self._group_text is None:
             return (generate_latest(_restricted(self._definition, names)),)
         with self._store.batch():
