@@ -43,7 +43,6 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from datetime import datetime
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -80,15 +79,33 @@ def raw_read_rate(bootstrap: str, topic: str, partitions: int, expected: int) ->
 WORLD_START_MS = 120_000
 
 
-def throughput(query, expected: int) -> tuple[float, float, int, float | None]:
+class Backlog:
+    """The events loaded, counting those of the world's start (event time before
+    WORLD_START_MS)."""
+
+    def __init__(self, events: Iterator[tuple[bytes, bytes]]) -> None:
+        self._events = events
+        self.world_start = 0
+
+    def __iter__(self) -> Iterator[tuple[bytes, bytes]]:
+        start_end = DEFAULT_EPOCH_MS + WORLD_START_MS
+        for key, value in self._events:
+            self.world_start += _event_ts(value) < start_end
+            yield key, value
+
+
+def throughput(query, expected: int,
+               world_start: int) -> tuple[float, float, int, float | None]:
     """Events/s overall (query start to caught up) and sustained (rows / batch time after the
-    first batch), the batches, and the sustained rate of the batches whose events all come after
-    the world's start (None: no such batch)."""
+    first batch), the batches, and the sustained rate of the batches that start after the
+    world's start: the events are loaded in event-time order and Spark moves every partition on
+    in proportion, so a batch that starts past the first `world_start` events reads the
+    running fleet's (None: no such batch)."""
     started = time.perf_counter()
     query.processAllAvailable()
     overall = expected / (time.perf_counter() - started)
     progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
-    running = [p for p in progress if _first_event_ms(p) >= DEFAULT_EPOCH_MS + WORLD_START_MS]
+    running = [p for p in progress if _read_before(p) >= world_start]
     return (overall, _rate(progress[1:] or progress), len(progress),
             _rate(running) if running else None)
 
@@ -98,12 +115,12 @@ def _rate(progress: list[dict]) -> float:
     return rows / (sum(p["durationMs"]["triggerExecution"] for p in progress) / 1000.0)
 
 
-def _first_event_ms(progress: dict) -> int:
-    """The batch's earliest event time (Spark's progress reports it under a watermark)."""
-    earliest = progress.get("eventTime", {}).get("min")
-    if earliest is None:
-        return 0
-    return int(datetime.fromisoformat(earliest.replace("Z", "+00:00")).timestamp() * 1000)
+def _read_before(progress: dict) -> int:
+    """The events the query had read before this batch: its start offsets, summed."""
+    start = progress["sources"][0]["startOffset"]     # {topic: {partition: offset}}, or JSON
+    if isinstance(start, str):
+        start = json.loads(start)
+    return sum(sum(offsets.values()) for offsets in start.values()) if start else 0
 
 
 def probe_latencies(bootstrap: str, topic: str, url: str, store, probes: int,
@@ -303,7 +320,8 @@ def run(bootstrap: str, args, source: str) -> None:
 
     topic = f"bench.job.{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, topic, partitions=args.partitions)
-    loaded, failed = produce(steady(args).run_encoded(), bootstrap, topic, RateLimit(None))
+    backlog = Backlog(steady(args).run_encoded())
+    loaded, failed = produce(backlog, bootstrap, topic, RateLimit(None))
     assert failed == 0, f"{failed} events not delivered"
     # The best of several reads: this machine's timing noise is about 15 %, and the fastest
     # baseline makes the ratio the hardest to meet.
@@ -330,7 +348,8 @@ def run(bootstrap: str, args, source: str) -> None:
     monitor = Monitor(config, spark)
     monitor.start()
     try:
-        overall, sustained, batches, running = throughput(monitor.query, loaded)
+        overall, sustained, batches, running = throughput(monitor.query, loaded,
+                                                          backlog.world_start)
         print(f"job throughput: {overall:,.0f} events/s overall (incl. start-up), "
               f"{sustained:,.0f} events/s sustained over {batches} batches; "
               f"ratio sustained / raw read = {sustained / raw:.2f}")
@@ -346,7 +365,8 @@ def run(bootstrap: str, args, source: str) -> None:
         monitor.stop()
     try:
         if args.operator_floor:
-            _, floor, _, floor_running = operator_floor(spark, config, workdir / "floor", loaded)
+            _, floor, _, floor_running = operator_floor(spark, config, workdir / "floor", loaded,
+                                                        backlog.world_start)
             print(f"the same stream through applyInPandasWithState with an empty state function "
                   f"(2 KB state): {floor:,.0f} rows/s sustained; ratio to raw read "
                   f"{floor / raw:.2f}")
@@ -357,8 +377,8 @@ def run(bootstrap: str, args, source: str) -> None:
         spark.stop()
 
 
-def operator_floor(spark, config, checkpoint: Path,
-                   expected: int) -> tuple[float, float, int, float | None]:
+def operator_floor(spark, config, checkpoint: Path, expected: int,
+                   world_start: int) -> tuple[float, float, int, float | None]:
     """The job's query with a state function that does nothing: what the operator costs."""
     import dataclasses
 
@@ -378,7 +398,7 @@ def operator_floor(spark, config, checkpoint: Path,
     query = start_query(spark, dataclasses.replace(config, checkpoint=str(checkpoint)),
                         lambda frame, _: frame.collect(), state_function=empty)
     try:
-        return throughput(query, expected)
+        return throughput(query, expected, world_start)
     finally:
         query.stop()
 
