@@ -4,10 +4,9 @@ scrape never shows a batch's counts without its groups, nor its groups without i
 test, or an operator's query, that sees a batch's events counted sees that batch's groups.
 
 A scrape, full or `name[]`, comes from the last render (Prerender), with the health it was
-rendered with: it is at most one batch behind, as a whole, and never waits for the batch the sink
-is applying (a `name[]` scrape rendered at the scrape waited for it, over 10 s in a cold start of
-2,000 groups of 100, docs/benchmarks.md). A scrape before the first render or after a failed one
-is rendered now. Without kept text (`--exact on`) the store is read through RebalanceCollector,
+rendered with: it is at most one batch behind, as a whole, and does not wait for the batch the
+sink is applying (the sink holds the store's batch lock for as long as a batch of thousands of
+new groups takes). A scrape before the first render or after a failed one is rendered now. Without kept text (`--exact on`) the store is read through RebalanceCollector,
 the definition, at every scrape.
 """
 
