@@ -58,9 +58,9 @@ demo: setup jars
 # where one process took 56:40 with the 5.5.0 pass cut to its every_5x subset (2026-12-04, AMD
 # EPYC). worksteal: one worker takes over the other's queue when it runs dry, keeping each
 # module's tests together. The tests marked `alone` (a standalone Spark cluster of two workers)
-# then run with nothing beside them. Then the exact twin (docs/architecture.md, "Fast paths have an exact
-# twin"): the unit suite and the end-to-end scenarios again with every step through the full
-# definition, no shortcut and no cache.
+# then run with nothing beside them. Then the exact twin (docs/architecture.md, "Fast paths have
+# an exact twin"): the unit suite and the end-to-end scenarios again with every step through the
+# full definition, no shortcut and no cache.
 test: setup system-deps jars helm
 	$(BIN)/ruff check streaming producers tests
 	$(BIN)/mypy

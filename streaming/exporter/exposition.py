@@ -181,7 +181,8 @@ class GroupFamiliesText:
         with self._lock:
             return self._kept_full(health)[1]
 
-    def _kept_full(self, health: JobHealth):
+    def _kept_full(self, health: JobHealth
+                   ) -> tuple[tuple[int, int], FamilyParts, tuple[bytes, ...]]:
         key = (self._version, health.max_event_time_ms)
         if self._full is None or self._full[0] != key:
             families = self._render_families(health, None)

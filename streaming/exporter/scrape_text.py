@@ -6,8 +6,9 @@ test, or an operator's query, that sees a batch's events counted sees that batch
 A scrape, full or `name[]`, comes from the last render (Prerender), with the health it was
 rendered with: it is at most one batch behind, as a whole, and does not wait for the batch the
 sink is applying (the sink holds the store's batch lock for as long as a batch of thousands of
-new groups takes). A scrape before the first render or after a failed one is rendered now. Without kept text (`--exact on`) the store is read through RebalanceCollector,
-the definition, at every scrape.
+new groups takes). A scrape before the first render or after a failed one is rendered now.
+Without kept text (`--exact on`) the store is read through RebalanceCollector, the definition,
+at every scrape.
 """
 
 from __future__ import annotations
