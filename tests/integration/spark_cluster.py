@@ -23,6 +23,7 @@ import urllib.request
 import venv
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pyspark
 
@@ -119,7 +120,8 @@ def poll(what: str, probe: Callable[[], object], timeout: float,
                       details=lambda: "\n".join(p.log_tail() for p in processes))
 
 
-def fetch_json(url: str) -> dict | None:
+def fetch_json(url: str) -> Any:
+    """The JSON document at url, or None while it does not answer."""
     try:
         with urllib.request.urlopen(url, timeout=3) as response:
             return json.loads(response.read())

@@ -13,7 +13,6 @@ from the --py-files zip, as on a real cluster. docs/deploy.md describes the same
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -36,6 +35,7 @@ from tests.integration.spark_cluster import (
     StandaloneCluster,
     SubmittedApp,
     deps_only_python,
+    fetch_json,
     free_port,
     poll,
 )
@@ -170,15 +170,13 @@ def executor_tasks(ui_port: int) -> dict[str, int] | None:
     """Each executor's completed tasks from the driver's REST API (the driver left out), or None
     while it does not answer."""
     base = f"http://127.0.0.1:{ui_port}/api/v1/applications"
-    try:
-        with urllib.request.urlopen(base, timeout=10) as response:
-            [application] = json.load(response)
-        url = f"{base}/{application['id']}/executors"
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return {e["id"]: e["completedTasks"] for e in json.load(response)
-                    if e["id"] != "driver"}
-    except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError):
+    applications = fetch_json(base)
+    if not applications:
         return None
+    executors = fetch_json(f"{base}/{applications[0]['id']}/executors")
+    if executors is None:
+        return None
+    return {e["id"]: e["completedTasks"] for e in executors if e["id"] != "driver"}
 
 
 def stop_gracefully(app: SubmittedApp, timeout: float = 60.0) -> None:
