@@ -54,10 +54,12 @@ class Advanced(NamedTuple):
 
 def advance(entry: ShardEntry | None, events: Sequence[tuple[Event, int]],
             watermark_ms: int | None, config: StepConfig | None = None,
-            refreshes_for: Callable[[ShardEntry], Refreshes] | None = None) -> Advanced:
+            refreshes_for: Callable[[ShardEntry], Refreshes] | None = None,
+            stems: Sequence[bytes | None] | None = None) -> Advanced:
     """`refreshes_for(entry)` gives what the entry's blob's view takes as a refresh; by default
     it is decoded from the blob (the job caches it per worker, keyed by the blob's stored
-    text, so a kept group's blob is never decoded). A stored entry
+    text, so a kept group's blob is never decoded); `stems`, each event's text without its time
+    when known (Refreshes.keep_all). A stored entry
     that cannot be read is never fatal: the group is rebuilt from the batch's events (gone if
     it has none), and `reset` says why.
 
@@ -70,21 +72,22 @@ def advance(entry: ShardEntry | None, events: Sequence[tuple[Event, int]],
     """
     config = config or StepConfig()
     try:
-        return _advance(entry, events, watermark_ms, config, refreshes_for)
+        return _advance(entry, events, watermark_ms, config, refreshes_for, stems)
     except CodecError as error:
         if entry is None:
             raise
-        return _advance(None, events, watermark_ms, config, None)._replace(reset=error.cause)
+        return _advance(None, events, watermark_ms, config, None, None)._replace(reset=error.cause)
 
 
 def _advance(entry: ShardEntry | None, events: Sequence[tuple[Event, int]],
              watermark_ms: int | None, config: StepConfig,
-             refreshes_for: Callable[[ShardEntry], Refreshes] | None) -> Advanced:
+             refreshes_for: Callable[[ShardEntry], Refreshes] | None,
+             stems: Sequence[bytes | None] | None) -> Advanced:
     if refreshes_for is None:
         def refreshes_for(entry: ShardEntry) -> Refreshes:
             return refreshes_of(entry.blob, config)
     if not config.exact and entry is not None and (events or entry.kept):
-        kept = refreshes_for(entry).keep_all(events, watermark_ms, entry.kept)
+        kept = refreshes_for(entry).keep_all(events, watermark_ms, entry.kept, stems)
         if kept is not None:
             packed, deadline = kept
             return Advanced(entry._replace(kept=packed,

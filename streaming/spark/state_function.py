@@ -128,9 +128,14 @@ class RefreshCache:
 _REFRESHES = RefreshCache()
 
 
-def _worker_parse(raw: bytes) -> list[Event] | Invalid:
-    """This process's parser (see _PARSER)."""
-    return _PARSER.parse(raw)
+def _worker_parse(raw: bytes) -> tuple[list[Event] | Invalid, bytes | None]:
+    """This process's parser (see _PARSER), with the text's stem."""
+    return _PARSER.parse_stemmed(raw)
+
+
+def _parse_unstemmed(raw: bytes) -> tuple[list[Event] | Invalid, None]:
+    """The contract's own parse, every text for itself (the exact twin)."""
+    return parse_event(raw), None
 
 
 def _worker_refreshes() -> RefreshCache:
@@ -143,7 +148,7 @@ def make_state_function(config: StepConfig, max_event_bytes: int = 1 << 20,
     """config.exact: every raw event is parsed whole and every blob decoded for itself (no
     worker's cache), and `advance` keeps nothing."""
     judge = RecordJudge(max_event_bytes, max_clock_skew_ms,
-                        parse_event if config.exact else _worker_parse)
+                        _parse_unstemmed if config.exact else _worker_parse)
 
     def apply_shard(key, batches: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
         _tune_worker_gc()
@@ -153,17 +158,17 @@ def make_state_function(config: StepConfig, max_event_bytes: int = 1 << 20,
         entries = _stored_entries(state, counts)
         arrived = _rows_by_group(batches)
         for group_key in sorted(arrived):
-            events, dead = _decode(group_key, arrived[group_key], judge, counts)
+            events, stems, dead = _decode(group_key, arrived[group_key], judge, counts)
             rows += [(*group_key, DEAD_LETTER, reason, raw) for raw, reason in dead]
             if group_key.group != UNROUTABLE_KEY and events:
                 rows += _advance(group_key, entries, events, watermark, config, refreshes,
-                                 counts)
+                                 counts, stems)
                 stepped.add(group_key)
         # A group whose rows were all dead letters is due like one without rows: its stored
         # timeout must not fall behind the watermark (Spark refuses such a timeout).
         for group_key in sorted(k for k, entry in entries.items()
                                 if k not in stepped and is_due(entry, watermark)):
-            rows += _advance(group_key, entries, [], watermark, config, refreshes, counts)
+            rows += _advance(group_key, entries, [], watermark, config, refreshes, counts, [])
         if arrived or counts.resets:
             rows.append(("", str(key[0]), "", COUNTS, None, counts.to_json()))
         _store(state, entries)
@@ -210,14 +215,15 @@ def _stored_entries(state, counts: Counts) -> dict[GroupKey, ShardEntry]:
 
 
 def _advance(key: GroupKey, entries: dict, events: list, watermark: int | None,
-             config: StepConfig, cache: RefreshCache | None, counts: Counts) -> list[tuple]:
+             config: StepConfig, cache: RefreshCache | None, counts: Counts,
+             stems: list[bytes | None]) -> list[tuple]:
     """Advance the group from its stored entry (none for a new group); keep its new entry in
     the shard's entries (or drop the group); its output rows (none when its events were kept).
     Without a cache, what a blob takes as a refresh is decoded from it. An entry that could
     not be read was reset: counted by cause."""
     entry: ShardEntry | None = entries.get(key)
     refreshes_for = None if cache is None else lambda stored: cache.lookup(key, stored, config)
-    advanced = advance(entry, events, watermark, config, refreshes_for)
+    advanced = advance(entry, events, watermark, config, refreshes_for, stems)
     if advanced.reset is not None:
         counts.resets[advanced.reset] += 1
     if advanced.entry is None:
@@ -239,27 +245,30 @@ class RecordJudge:
     clock hours ahead and expire every member that heartbeats on time."""
 
     def __init__(self, max_event_bytes: int, max_clock_skew_ms: int,
-                 parse: Callable[[bytes], list[Event] | Invalid] = parse_event) -> None:
+                 parse: Callable[[bytes], tuple[list[Event] | Invalid, bytes | None]]
+                 = _parse_unstemmed) -> None:
         self.max_event_bytes = max_event_bytes
         self.max_clock_skew_ms = max_clock_skew_ms
         self._parse = parse
 
-    def judge(self, raw: bytes, arrival_ms: int):
+    def judge(self, raw: bytes, arrival_ms: int) -> tuple[list[Event] | Invalid, bytes | None]:
+        """The record's events, or why it is invalid, and its stem (the parser's)."""
         if len(raw) > self.max_event_bytes:
-            return Invalid("oversized", "")
-        parsed = self._parse(raw)
+            return Invalid("oversized", ""), None
+        parsed, stem = self._parse(raw)
         if not isinstance(parsed, Invalid) and parsed[0].ts > arrival_ms + self.max_clock_skew_ms:
-            return Invalid("future_timestamp", f"{parsed[0].ts - arrival_ms} ms ahead")
-        return parsed
+            return Invalid("future_timestamp", f"{parsed[0].ts - arrival_ms} ms ahead"), None
+        return parsed, stem
 
 
 def _decode(key: GroupKey, rows: list[tuple], judge: RecordJudge, counts: Counts):
-    """Raw values -> (event, offset) for this group, and dead letters with a reason. A record
-    fanned out to several groups is counted, and dead-lettered, on its first copy only."""
-    events, dead = [], []
+    """Raw values -> (event, offset) for this group, each event's stem (its text's without the
+    time, when known) and dead letters with a reason. A record fanned out to several groups is
+    counted, and dead-lettered, on its first copy only."""
+    events, stems, dead = [], [], []
     for value, offset, arrival_ms, copy in rows:
         raw = bytes(value) if value is not None else b""
-        parsed = judge.judge(raw, arrival_ms)
+        parsed, stem = judge.judge(raw, arrival_ms)
         if not isinstance(parsed, Invalid) and (key.group == UNROUTABLE_KEY
                                                 or parsed[0].system != key.system):
             # Valid to Python's json but not to Spark's envelope parser (e.g. NaN), or a
@@ -274,10 +283,11 @@ def _decode(key: GroupKey, rows: list[tuple], judge: RecordJudge, counts: Counts
         for event in parsed:
             if event.group == key.group:
                 events.append((event, int(offset)))
+                stems.append(stem)
                 counts.saw(key.cluster, event.ts)
         if copy == 0:
             counts.valid[parsed[0].type] += 1
-    return events, dead
+    return events, stems, dead
 
 
 def _step_rows(key: GroupKey, output: StepOutput) -> list[tuple]:

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streaming.core.state import events as events_module
-from streaming.core.state.events import EventParser, parse_event
+from streaming.core.state.events import PARSER_CACHE_EVENTS, EventParser, parse_event, with_ts
 from tests.unit.state_helpers import T0
 
 pytestmark = pytest.mark.unit
@@ -32,7 +32,7 @@ def test_a_repeated_heartbeat_is_parsed_once(monkeypatch):
     assert len(calls) == 1 and len(parser) == 1
 
 
-@pytest.mark.parametrize("text", [
+TRICKY_TEXTS = [
     # a nested "ts" and no top-level epoch ms: the nested number must not be taken for the ts
     '{"type":"route","ts":"2023-11-14T22:13:20Z","group":"g","topic":"T","brokers":{"ts":%s}}',
     # a key that ends in ts: the quote before ts is escaped
@@ -47,13 +47,35 @@ def test_a_repeated_heartbeat_is_parsed_once(monkeypatch):
     '{"type":"heartbeat","group":"g","client_id":"c","topics":["T"],"strategy":"AVG","ts":%s}',
     # spaces around the member
     '{ "type" : "unregister" , "ts" :  %s , "group" : "g" , "client_id" : "c" }',
-])
+]
+TRICKY_TS = ("1700000000000", "1700000000001", "5", "01700000000000", "1700000000000.5",
+             "-1700000000000", "99999999999999999999", "1700000000002", "1700000000000e0")
+
+
+@pytest.mark.parametrize("text", TRICKY_TEXTS)
 def test_tricky_texts_equal_the_full_parse(text):
     parser = EventParser()
-    for ts in ("1700000000000", "1700000000001", "5", "01700000000000", "1700000000000.5",
-               "-1700000000000", "99999999999999999999", "1700000000002", "1700000000000e0"):
+    for ts in TRICKY_TS:
         raw = (text % ts).encode()
         assert parser.parse(raw) == parse_event(raw), raw
+
+
+@pytest.mark.parametrize("room", [PARSER_CACHE_EVENTS, 1], ids=["room", "full"])
+@pytest.mark.parametrize("text", TRICKY_TEXTS)
+def test_texts_of_one_stem_parse_to_the_same_events_but_their_time(text, room):
+    _assert_stems_vouch(EventParser(room), [(text % ts).encode() for ts in TRICKY_TS])
+
+
+def _assert_stems_vouch(parser: EventParser, texts: list[bytes]) -> None:
+    """parse_stemmed answers what parse_event does, and a stem names one list of events."""
+    first_of_stem: dict[bytes, list] = {}
+    for text in texts:
+        parsed, stem = parser.parse_stemmed(text)
+        assert parsed == parse_event(text), text
+        if stem is not None:
+            assert isinstance(parsed, list), text
+            first = first_of_stem.setdefault(stem, parsed)
+            assert [with_ts(e, 0) for e in parsed] == [with_ts(e, 0) for e in first], text
 
 
 KEYS = st.sampled_from(["type", "ts", "group", "groups", "client_id", "topics", "strategy",
@@ -77,6 +99,7 @@ def test_any_object_and_its_ts_twins_parse_as_parse_event(body, separators, new_
                       separators=separators).encode()
     for text in (raw, twin, raw, twin):
         assert parser.parse(text) == parse_event(text), text
+    _assert_stems_vouch(EventParser(), [raw, twin, raw, twin])
 
 
 def _misses(monkeypatch, parser: EventParser, clients: list[str], rounds: int) -> list[int]:

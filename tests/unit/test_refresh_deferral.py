@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from streaming.core.advance import advance
 from streaming.core.state.codec import decode
+from streaming.core.state.events import with_ts
 from streaming.core.state.refresh import MAX_KEPT, MEMBERS_PER_CAP, kept_cap, unpack_kept
 from streaming.core.state.shard import is_due
 from streaming.core.step import StepConfig, refreshes_of, step, stepped
@@ -179,6 +180,34 @@ def test_the_step_and_its_blob_take_the_same_refreshes(batches):
 
 
 HEARTBEAT_MS, BATCH_MS = 30_000, 2_000
+
+
+def _stem(event) -> bytes:
+    """A stem as EventParser.parse_stemmed's has it: one per event but for its time."""
+    return repr(with_ts(event, 0)).encode()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steady_group())
+def test_events_known_by_their_stem_are_kept_as_the_field_by_field_comparison_keeps_them(
+        batches):
+    """The job's worker holds one Refreshes per blob across batches and gives each event's stem:
+    an event whose stem restated a source is not compared again, but its time still decides.
+    Batch by batch it keeps, and steps, what a Refreshes decoded afresh without stems does."""
+    held: dict[bytes, object] = {}
+
+    def remembered(entry):
+        return held.setdefault(entry.armoured, refreshes_of(entry.blob, CONFIG))
+
+    stemmed, compared = None, None
+    for events, watermark in batches:
+        by_stem = advance(stemmed, events, watermark, CONFIG, remembered,
+                          [_stem(event) for event, _ in events])
+        by_fields = advance(compared, events, watermark, CONFIG)
+        assert by_stem[:2] == by_fields[:2] and by_stem.reset == by_fields.reset
+        if by_stem.refreshes is not None:       # as the worker keeps a step's, for its blob
+            held[by_stem.entry.armoured] = by_stem.refreshes
+        stemmed, compared = by_stem.entry, by_fields.entry
 
 
 def test_a_steady_group_steps_only_when_a_session_expires_or_its_view_changes():

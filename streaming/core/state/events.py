@@ -595,10 +595,15 @@ class EventParser:
         return len(self._events)
 
     def parse(self, raw: bytes) -> list[Event] | Invalid:
+        return self.parse_stemmed(raw)[0]
+
+    def parse_stemmed(self, raw: bytes) -> tuple[list[Event] | Invalid, bytes | None]:
+        """`parse`, and the text's stem when it has one: the text without its ts digits, the same
+        for every text that parses to these events at another time (None: no such stem)."""
         at = raw.find(b'"ts"')
         match = _TS_MEMBER.match(raw, at) if at >= 0 else None
         if match is None:
-            return parse_event(raw)
+            return parse_event(raw), None
         start, end = match.span(1)
         key = raw[:start] + raw[end:]
         ts = int(raw[start:end])
@@ -613,16 +618,18 @@ class EventParser:
             try:
                 parse_ts(ts)       # the same rejection as the full parse
             except _Reject as rejected:
-                return Invalid(rejected.reason, rejected.detail)
-        return [with_ts(event, ts) for event in remembered]
+                return Invalid(rejected.reason, rejected.detail), None
+        return [with_ts(event, ts) for event in remembered], key
 
-    def _parse_new(self, raw: bytes, at: int, key: bytes, ts: int) -> list[Event] | Invalid:
+    def _parse_new(self, raw: bytes, at: int, key: bytes,
+                   ts: int) -> tuple[list[Event] | Invalid, bytes | None]:
         parsed = parse_event(raw)
         if (raw.find(b'"ts"', at + 4) < 0 and _before_nesting(raw, at)
                 and not isinstance(parsed, Invalid) and parsed[0].ts == ts):
             if len(self._events) < self._max_entries or self._trimmed():
                 self._events[key] = parsed
-        return parsed
+            return parsed, key
+        return parsed, None
 
     def _trimmed(self) -> bool:
         """Whether a full cache made room: after PARSER_CACHE_TRIM_AFTER eighths of its size in

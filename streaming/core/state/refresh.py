@@ -235,6 +235,9 @@ class Refreshes:
         self._clock = view.clock
         self._renewal: Renewal | None = None
         self._renews: dict[int, tuple[Session, ...]] = {}
+        # The source of each stem whose event was a refresh: whether an event restates a source
+        # does not depend on its time, and events of one stem differ only in their time.
+        self._by_stem: dict[bytes, int] = {}
 
     @property
     def sources(self) -> list[Source]:
@@ -257,20 +260,25 @@ class Refreshes:
         return self._reference(event, offset) if event.ts < self.deadline else None
 
     def keep_all(self, events: Iterable[tuple[Event, int]], watermark_ms: int | None,
-                 kept: bytes) -> tuple[bytes, int] | None:
+                 kept: bytes, stems: Iterable[bytes | None] | None = None,
+                 ) -> tuple[bytes, int] | None:
         """`kept` with the events packed after it, and the deadline they all renew (when the
         watermark must wake the group), if every event is a refresh, no session expires by
         the watermark (a step would expire it) and the group would not hold more than its
-        cap; else None (the group steps)."""
+        cap; else None (the group steps). `stems`: each event's text without its time
+        (EventParser.parse_stemmed), when known; an event whose stem restated a source before
+        restates it again, and is not compared field by field."""
         renewal = self._renewed(kept)
         count = renewal.count
         if watermark_ms is not None and watermark_ms >= renewal.bound and (
                 watermark_ms >= renewal.deadline()):
             return None
         added: list[Kept] = []
-        for event, offset in events:
+        stemmed = (zip(events, stems, strict=True) if stems is not None
+                   else ((each, None) for each in events))
+        for (event, offset), stem in stemmed:
             expired = event.ts >= renewal.bound and event.ts >= renewal.deadline()
-            ref = None if expired else self._reference(event, offset)
+            ref = None if expired else self._reference(event, offset, stem)
             if ref is None or count + len(added) >= self.cap:
                 self._renewal = None        # it renewed what is not kept
                 return None
@@ -281,11 +289,22 @@ class Refreshes:
             renewal.last, renewal.count = added[-1], count + len(added)
         return renewal.kept, renewal.deadline()
 
-    def _reference(self, event: Event, offset: int) -> Kept | None:
+    def _reference(self, event: Event, offset: int, stem: bytes | None = None) -> Kept | None:
         ts = event.ts
         if not self.accepts or ts < self.now or (
                 self.last_pending is not None and (ts, offset) <= self.last_pending):
             return None
+        source = self._by_stem.get(stem) if stem is not None else None
+        if source is None:
+            source = self._source_restated(event)
+            if source is None:
+                return None
+            if stem is not None:
+                self._by_stem[stem] = source
+        return Kept(source, ts, offset)
+
+    def _source_restated(self, event: Event) -> int | None:
+        """The source whose event, at the event's time, equals it; None: it restates none."""
         if isinstance(event, Heartbeat):
             member = self._members.get((event.client_id, event.address or ""))
             if member is None or (event.broker is not None and event.broker not in member.brokers):
@@ -298,11 +317,9 @@ class Refreshes:
         else:
             return None
         source = self._indexed()[1].get(key)
-        if source is None:
+        if source is None or with_ts(self._template(source), event.ts) != event:
             return None
-        if with_ts(self._template(source), ts) != event:
-            return None
-        return Kept(source, ts, offset)
+        return source
 
     def _renewed(self, kept: bytes) -> Renewal:
         """The view's sessions renewed by the kept refreshes: folded on from the last call when
