@@ -317,7 +317,8 @@ class GroupDetail:
         return GroupKey(self.system, self.group, self.cluster)
 
     def to_json(self) -> bytes:
-        return json.dumps(to_plain(self), separators=(",", ":"), ensure_ascii=False).encode()
+        return json.dumps(self, default=encodable, separators=(",", ":"),
+                          ensure_ascii=False).encode()
 
     @classmethod
     def from_json(cls, payload: bytes | str) -> GroupDetail:
@@ -385,6 +386,31 @@ def to_plain(value: object) -> JsonValue:
     if isinstance(value, Mapping):
         return {key: to_plain(item) for key, item in value.items()}
     return value
+
+
+def encodable(value: object) -> JsonValue:
+    """`json.dumps`'s default for the contract's types: `to_plain` one level deep, the encoder
+    converting the rest as it writes (the same JSON, without a plain copy of the whole value
+    first: a group's detail is hundreds of small objects)."""
+    if is_dataclass(value) and not isinstance(value, type):
+        if _is_flat(type(value)):
+            return value.__dict__
+        out: JsonObject = {}
+        for name in _field_names(type(value)):
+            item = getattr(value, name)
+            if isinstance(item, FindingIdentity):
+                out.update(item._asdict())
+            else:
+                out[name] = item
+        return out
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"{type(value).__name__} is not a contract type")
+
+
+@cache
+def _field_names(kind: type) -> tuple[str, ...]:
+    return tuple(each.name for each in fields(kind))
 
 
 def from_plain(kind: type[_C], data: JsonValue) -> _C:

@@ -10,8 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from streaming.core.contract import FindingIdentity, FindingRecord, GroupKey, GroupMetrics
-from streaming.core.step import step
+from producers.simulator.scenarios import SCENARIOS
+from streaming.core.contract import (
+    FindingIdentity,
+    FindingRecord,
+    GroupDetail,
+    GroupKey,
+    GroupMetrics,
+    to_plain,
+)
+from streaming.core.state.events import parse_event
+from streaming.core.step import StepConfig, step
 from tests.unit.state_helpers import group_metrics, hb, parsed, route
 
 pytestmark = pytest.mark.unit
@@ -66,6 +75,29 @@ def test_metrics_cross_the_spark_boundary_unchanged():
     assert GroupMetrics.from_json(out.metrics.to_json()) == out.metrics
     for record in out.findings:
         assert FindingRecord.from_json(record.to_json()) == record
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_a_groups_detail_is_written_as_its_plain_data_is(name):
+    """GroupDetail.to_json lets the encoder convert the detail as it writes: the same bytes as
+    the plain data `to_plain` makes (the definition), and read back the same detail. Every
+    group of the scenario steps ten events at a time (exact: a detail every step)."""
+    per_group: dict[str, list] = {}
+    for offset, raw in enumerate(SCENARIOS[name](seed=1, with_view=True).run()):
+        for event in parse_event(raw):
+            per_group.setdefault(event.group, []).append((event, offset))
+    details = []
+    for items in per_group.values():
+        blob = None
+        for at in range(0, len(items), 10):
+            out = step(blob, items[at:at + 10], config=StepConfig(exact=True))
+            blob = out.blob
+            details += [out.detail] if out.detail is not None else []
+    assert any(detail.findings for detail in details) or name == "steady"
+    for detail in details:
+        plain = json.dumps(to_plain(detail), separators=(",", ":"), ensure_ascii=False)
+        assert detail.to_json() == plain.encode()
+        assert GroupDetail.from_json(detail.to_json()) == detail
 
 
 def test_a_finding_record_is_the_documented_json():
