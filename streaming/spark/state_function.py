@@ -266,6 +266,7 @@ def _decode(key: GroupKey, rows: list[tuple], judge: RecordJudge, counts: Counts
     time, when known) and dead letters with a reason. A record fanned out to several groups is
     counted, and dead-lettered, on its first copy only."""
     events, stems, dead = [], [], []
+    newest = None
     for value, offset, arrival_ms, copy in rows:
         raw = bytes(value) if value is not None else b""
         parsed, stem = judge.judge(raw, arrival_ms)
@@ -284,9 +285,12 @@ def _decode(key: GroupKey, rows: list[tuple], judge: RecordJudge, counts: Counts
             if event.group == key.group:
                 events.append((event, int(offset)))
                 stems.append(stem)
-                counts.saw(key.cluster, event.ts)
+                if newest is None or event.ts > newest:
+                    newest = event.ts
         if copy == 0:
             counts.valid[parsed[0].type] += 1
+    if newest is not None:
+        counts.saw(key.cluster, newest)
     return events, stems, dead
 
 
