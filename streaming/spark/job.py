@@ -23,10 +23,12 @@ import sys
 import threading
 import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import fields, replace
 
 from prometheus_client import CollectorRegistry
-from pyspark import SparkContext
+from pyspark import SparkContext, java_gateway
 from pyspark.errors.exceptions.captured import SparkRuntimeException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
@@ -111,13 +113,40 @@ def build_session(config: JobConfig, master: str | None = None) -> SparkSession:
         builder = builder.config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
     if config.state_store == "rocksdb":
         builder = builder.config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
-    with jvm_logs.configured(log_format()):
+    with jvm_logs.configured(log_format()), _jvm_ignoring_sigterm():
         spark = builder.getOrCreate()
     if config.shuffle_partitions is None:
         # Each state partition is one task per batch with a fixed cost (a state store commit, a
         # Python round trip), so more partitions than cores only add to every batch's duration.
         spark.conf.set("spark.sql.shuffle.partitions", str(spark.sparkContext.defaultParallelism))
     return spark
+
+
+@contextmanager
+def _jvm_ignoring_sigterm() -> Iterator[None]:
+    """A JVM that pyspark launches meanwhile starts with SIGTERM ignored, as pyspark starts it
+    with SIGINT ignored: a SIGTERM to the process group (`timeout`, a supervisor) then stops the
+    job through its Python driver alone (StopSignals), which ends the JVM. The JVM's own
+    shutdown on SIGTERM stopped the SparkContext under the batch in flight, which the query
+    logged as an ERROR with a NullPointerException. The JVM still ends with its driver: the
+    gateway exits when its stdin closes. Under spark-submit nothing is launched here."""
+    launch = java_gateway.Popen
+
+    def popen(*args, preexec_fn=None, **kwargs):
+        def preexec() -> None:
+            if preexec_fn is not None:
+                preexec_fn()
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        return launch(*args, preexec_fn=preexec, **kwargs)
+
+    if os.name != "posix":        # no preexec_fn elsewhere
+        yield
+        return
+    java_gateway.Popen = popen
+    try:
+        yield
+    finally:
+        java_gateway.Popen = launch
 
 
 def source_config(config: JobConfig) -> SourceConfig:

@@ -177,6 +177,19 @@ class JobProcess:
         except ProcessLookupError:
             pass
 
+    def jvm_pid(self) -> int:
+        """The JVM pyspark launched for this driver (its child running java)."""
+        for status in Path("/proc").glob("[0-9]*/status"):
+            try:
+                fields = dict(line.split(":\t", 1) for line in status.read_text().splitlines()
+                              if ":\t" in line)
+                command = (status.parent / "cmdline").read_bytes().split(b"\0")[0]
+            except OSError:         # a process that ended meanwhile
+                continue
+            if int(fields["PPid"]) == self.process.pid and command.endswith(b"java"):
+                return int(fields["Pid"])
+        raise AssertionError(f"no JVM under the driver {self.process.pid}")
+
     def wait_for_log(self, text: str, timeout: float = 30.0) -> None:
         """Until the job's log has `text`."""
         wait_until(lambda: text in self.log_path.read_text(errors="replace"), timeout,

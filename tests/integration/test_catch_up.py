@@ -143,14 +143,23 @@ def job(bootstrap: str, acked: Acknowledged, checkpoint: Path) -> JobProcess:
                       env={"PYSPARK_SUBMIT_ARGS": SPARK_SUBMIT_ARGS})
 
 
-def catch_up_with_a_kill(bootstrap: str, acked: Acknowledged, checkpoint: Path):
-    """SIGKILL once some batches are committed and one is in flight, then run to the end."""
+def catch_up_with_a_kill(bootstrap: str, acked: Acknowledged, checkpoint: Path,
+                        stop: signal.Signals = signal.SIGKILL):
+    """`stop` to the job's process group once some batches are committed and one is in flight,
+    then run to the end. SIGTERM must stop it cleanly: exit status 0, and neither a traceback
+    nor an ERROR in its log (its JVM, which ignores SIGTERM, ended with it)."""
     total = sum(acked.valid.values())
     with job(bootstrap, acked, checkpoint) as first_run:
         first_run.wait_for(lambda m: committed_batches(checkpoint) > 1 and batch_in_flight(checkpoint)
                            and _counted(m, "rebalance_monitor_events_total") < total * 0.7,
                            timeout=180, poll=0.05)
-        assert first_run.kill(signal.SIGKILL) == -signal.SIGKILL
+        status = first_run.kill(stop)
+        if stop == signal.SIGKILL:
+            assert status == -signal.SIGKILL
+        else:
+            log = first_run.log_path.read_text(errors="replace")
+            errors = [line for line in log.splitlines() if " ERROR " in line]
+            assert status == 0 and "Traceback" not in log and not errors, first_run.log_tail()
     with job(bootstrap, acked, checkpoint) as second_run:
         second_run.wait_for(lambda _: read_to_the_end(checkpoint, acked), timeout=240)
         end = second_run.first_scrape()
@@ -199,10 +208,11 @@ MALFORMED_REASONS = Counter({"not_json": ROUNDS * 2, "missing_field": ROUNDS * 2
                              "unknown_type": ROUNDS})
 
 
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["sigkill", "sigterm"])
 def test_a_capped_catch_up_of_unequal_partitions_with_a_kill_loses_no_event(
-        kafka_bootstrap, tmp_path):
+        kafka_bootstrap, tmp_path, stop):
     acked = produce_backlog(kafka_bootstrap, backlog())
-    end, dead = catch_up_with_a_kill(kafka_bootstrap, acked, tmp_path / "checkpoint")
+    end, dead = catch_up_with_a_kill(kafka_bootstrap, acked, tmp_path / "checkpoint", stop)
     assert_nothing_lost(end, dead, acked, MALFORMED_REASONS)
 
 

@@ -1,7 +1,8 @@
 """SIGTERM or SIGINT to a real `rebalance-monitor run` process group stops it cleanly and promptly.
 
-The whole group gets the signal (the Python driver and its JVM), as `timeout`, a container
-runtime (SIGTERM) or a terminal's Ctrl-C (SIGINT) send it: one "stopping" line, exit status 0
+The whole group gets the signal (the Python driver and its JVM, which ignores SIGTERM and
+SIGINT: the driver ends it), as `timeout`, a supervisor (SIGTERM) or a terminal's Ctrl-C
+(SIGINT) send it: one "stopping" line, exit status 0
 within 10 s and no traceback, whether the events broker answers or its address does not even
 resolve. SIGTERM to the Python driver alone (its JVM gets none) while the broker cannot be
 reached. A second signal during the stop (an impatient operator) ends it at once, still with
@@ -14,6 +15,7 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -56,6 +58,13 @@ def stop_and_check(job: JobProcess, whole_group: bool = True, signum: int = sign
     return took
 
 
+def signals_ignored(pid: int) -> set[signal.Signals]:
+    """The signals the process ignores (SigIgn in /proc/PID/status)."""
+    mask = next(int(line.split()[1], 16) for line in
+                Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("SigIgn:"))
+    return {each for each in signal.Signals if mask >> (each - 1) & 1}
+
+
 @pytest.mark.parametrize(("signum", "again"), [(signal.SIGTERM, False), (signal.SIGINT, False),
                                              (signal.SIGTERM, True)],
                          ids=["sigterm", "sigint", "sigterm-twice"])
@@ -69,6 +78,7 @@ def test_a_signal_to_the_group_with_the_broker_reachable(kafka_bootstrap, make_t
         job.first_scrape()
         wait_until(lambda: committed_batches(tmp_path / "checkpoint") >= 1, 90,
                    "the first batch committed")
+        assert signal.SIGTERM in signals_ignored(job.jvm_pid())   # the driver stops the JVM
         stop_and_check(job, signum=signum, again=again)
     finally:
         job.kill()
