@@ -247,6 +247,7 @@ class Job:
                      "--dead-letter-topic", f"bench.fleet.dlq.{suffix}",
                      "--log-level", "WARNING", *options]
         self.log_path = workdir / "job.log"
+        self.unanswered: Counter[str] = Counter()    # failed scrapes by _why_unanswered
         self.process: subprocess.Popen | None = None
 
     @property
@@ -270,7 +271,8 @@ class Job:
         try:
             with urllib.request.urlopen(f"{self.url}?name[]={name}", timeout=10) as answer:
                 return family_values(answer.read().decode(), name)
-        except OSError:
+        except OSError as error:
+            self.unanswered[_why_unanswered(error)] += 1
             return None
 
     def stop(self) -> None:
@@ -280,6 +282,22 @@ class Job:
                 self.process.wait(120)
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
+
+
+def _why_unanswered(error: OSError) -> str:
+    """"refused" (nothing listens yet: the job is starting), "timed out" (it listens and did not
+    answer within 10 s) or the error's class.
+
+    >>> [_why_unanswered(error) for error in (urllib.error.URLError(ConnectionRefusedError()),
+    ...                                       TimeoutError(), urllib.error.URLError("gone"))]
+    ['refused', 'timed out', 'str']
+    """
+    reason = getattr(error, "reason", error)
+    if isinstance(reason, ConnectionRefusedError):
+        return "refused"
+    if isinstance(reason, TimeoutError):
+        return "timed out"
+    return type(reason).__name__
 
 
 def family_values(text: str, name: str) -> dict[str, float]:
@@ -616,15 +634,14 @@ def load_rate(fleet: Fleet) -> float:
 def warm_up(job: Job, fleet: Fleet, started: float, timeout_s: float) -> float:
     deadline = started + timeout_s
     last_print = started
-    unanswered = 0
     while time.monotonic() < deadline:
         groups = job.family("rebalance_monitor_groups")
         lag = job.family("rebalance_monitor_input_lag_seconds")
-        if groups is None or lag is None:
-            unanswered += 1
-        elif groups.get("", 0) >= fleet.groups and lag.get("", 1e9) < 3 * TRIGGER_S:
-            if unanswered:
-                print(f"  /metrics did not answer within 10 s {unanswered} times in the warm-up")
+        if groups is not None and lag is not None and (
+                groups.get("", 0) >= fleet.groups and lag.get("", 1e9) < 3 * TRIGGER_S):
+            if job.unanswered:
+                told = ", ".join(f"{why} {count}" for why, count in sorted(job.unanswered.items()))
+                print(f"  /metrics unanswered in the warm-up: {told}")
             return time.monotonic() - started
         if time.monotonic() - last_print >= 30:
             last_print = time.monotonic()
