@@ -83,9 +83,10 @@ from streaming.spark.state_function import OUTPUT_SCHEMA, STATE_SCHEMA, make_sta
 log = logging.getLogger("rebalance_monitor.job")
 
 QUERY_NAME = "rebalance_monitor"
-# A stop (SIGTERM, SIGINT) waits this long for the micro-batch in flight, then abandons it: the
-# checkpoint's offset log has it, so the next run re-runs it. A batch stuck on an unreachable
-# broker would otherwise hold the stop for the Kafka client's own timeouts (a minute or more).
+# A stop (SIGTERM, SIGINT) cancels the micro-batch in flight (Spark's query.stop) and waits this
+# long for it to end, then abandons it: the checkpoint's offset log has it, so the next run
+# re-runs it. A batch stuck on an unreachable broker would otherwise hold the stop for the Kafka
+# client's own timeouts (a minute or more).
 QUERY_STOP_TIMEOUT_MS = 4_000
 # The whole stop, the query's included: past it the process exits at once (still with status 0).
 STOP_WITHIN_S = 8.0
@@ -405,10 +406,11 @@ class Monitor:
                   "it on its checkpoint in %.0f s", cause, wait)
 
     def stop(self) -> None:
-        """Stop in reverse order of start, each part bounded in time. The query first: its batch
-        in flight finishes within QUERY_STOP_TIMEOUT_MS or is abandoned. When the whole process
-        group got the signal, the JVM stops its SparkContext by itself: calls into it then fail,
-        which is expected and not reported."""
+        """Stop in reverse order of start, each part bounded in time. The query first: Spark
+        cancels its batch in flight, which ends within QUERY_STOP_TIMEOUT_MS or is abandoned
+        (the next run replays it). The JVM ignores the group's SIGTERM (_jvm_ignoring_sigterm)
+        and SIGINT, but under spark-submit or a signal to it alone it may be gone already:
+        calls into it then fail, which is expected and not reported."""
         if self.query is not None:
             _quietly(self.query.stop)
             _quietly(self.spark.streams.removeListener, self._listener)
@@ -461,7 +463,8 @@ class StopSignals:
         if self.stopping.is_set():
             log.warning("%s again: stopping now", name)
             _exit_now()
-        log.info("stopping (%s): finishing or abandoning the batch in flight", name)
+        log.info("stopping (%s): cancelling the batch in flight, if any (the next start "
+                 "replays it)", name)
         _quiet_py4j()
         self.stopping.set()
         overdue = threading.Timer(self._within_s, self._overdue)
