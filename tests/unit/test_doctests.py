@@ -1,5 +1,6 @@
-"""Every docstring example in streaming/ and producers/ runs: each module whose source holds a
-`>>> ` line is collected here, so an example that drifts from the code fails the suite."""
+"""Every docstring example in streaming/, producers/ and the benchmarks runs: each module whose
+source holds a `>>> ` line is collected here, so an example that drifts from the code fails the
+suite."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def modules_with_examples() -> list[str]:
     found = []
-    for package in ("streaming", "producers"):
+    for package in ("streaming", "producers", "tests/benchmarks"):
         for path in sorted((REPO / package).rglob("*.py")):
             if ">>> " in path.read_text(encoding="utf-8"):
                 found.append(".".join(path.relative_to(REPO).with_suffix("").parts))
