@@ -373,14 +373,7 @@ def to_plain(value: object) -> JsonValue:
     if is_dataclass(value) and not isinstance(value, type):
         if _is_flat(type(value)):
             return dict(value.__dict__)
-        out: JsonObject = {}
-        for each in fields(value):
-            item = getattr(value, each.name)
-            if isinstance(item, FindingIdentity):
-                out.update({name: to_plain(part) for name, part in item._asdict().items()})
-            else:
-                out[each.name] = to_plain(item)
-        return out
+        return {name: to_plain(item) for name, item in encodable(value).items()}
     if isinstance(value, tuple | list):
         return [to_plain(item) for item in value]
     if isinstance(value, Mapping):

@@ -25,6 +25,7 @@ from pathlib import Path
 from streaming.embedded_broker import free_port
 from tests.environment import TEST_SOURCE
 from tests.integration.monitor_harness import assert_nothing_lost
+from tests.integration.spark_cluster import child_pids, cmdline
 from tests.support import Scrape, wait_until
 
 VENV_BIN = Path(sys.executable).parent
@@ -179,15 +180,9 @@ class JobProcess:
 
     def jvm_pid(self) -> int:
         """The JVM pyspark launched for this driver (its child running java)."""
-        for status in Path("/proc").glob("[0-9]*/status"):
-            try:
-                fields = dict(line.split(":\t", 1) for line in status.read_text().splitlines()
-                              if ":\t" in line)
-                command = (status.parent / "cmdline").read_bytes().split(b"\0")[0]
-            except OSError:         # a process that ended meanwhile
-                continue
-            if int(fields["PPid"]) == self.process.pid and command.endswith(b"java"):
-                return int(fields["Pid"])
+        for pid in child_pids(self.process.pid):
+            if (cmdline(pid) or [""])[0].endswith("java"):
+                return pid
         raise AssertionError(f"no JVM under the driver {self.process.pid}")
 
     def wait_for_log(self, text: str, timeout: float = 30.0) -> None:
