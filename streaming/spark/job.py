@@ -93,6 +93,8 @@ STOP_WITHIN_S = 8.0
 # What the findings producer may still deliver once the query has stopped.
 FLUSH_ON_STOP_S = 2.0
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+# pyspark's daemon, telling a cancelled task in one line instead of a traceback.
+WORKER_DAEMON = "streaming.spark.worker_daemon"
 
 
 def build_session(config: JobConfig, master: str | None = None) -> SparkSession:
@@ -110,6 +112,7 @@ def build_session(config: JobConfig, master: str | None = None) -> SparkSession:
     builder = builder.config("spark.sql.streaming.stopTimeout", str(QUERY_STOP_TIMEOUT_MS))
     # Loaded whatever the source: a later session of this JVM cannot add it to the driver.
     builder = builder.config(map=spark_kafka_conf())
+    builder = builder.config("spark.python.daemon.module", WORKER_DAEMON)
     if config.shuffle_partitions is not None:
         builder = builder.config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
     if config.state_store == "rocksdb":

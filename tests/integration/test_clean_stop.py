@@ -19,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from streaming.spark.job import WORKER_DAEMON
 from tests.integration.job_process import SPARK_SUBMIT_ARGS, JobProcess, committed_batches
+from tests.integration.spark_cluster import child_pids, cmdline
 from tests.support import wait_until
 
 pytestmark = [pytest.mark.integration]
@@ -79,6 +81,8 @@ def test_a_signal_to_the_group_with_the_broker_reachable(kafka_bootstrap, make_t
         wait_until(lambda: committed_batches(tmp_path / "checkpoint") >= 1, 90,
                    "the first batch committed")
         assert signal.SIGTERM in signals_ignored(job.jvm_pid())   # the driver stops the JVM
+        assert any(WORKER_DAEMON in cmdline(pid) for pid in child_pids(job.jvm_pid())), (
+            "the Python workers' daemon is not streaming.spark.worker_daemon")
         stop_and_check(job, signum=signum, again=again)
     finally:
         job.kill()
