@@ -324,6 +324,14 @@ class GroupDetail:
     def from_json(cls, payload: bytes | str) -> GroupDetail:
         return from_plain(cls, json.loads(payload))
 
+    @classmethod
+    def heading_from_json(cls, payload: bytes | str) -> GroupDetail:
+        """The detail as `from_json` reads it, without its queues and members (most of it):
+        its key and findings, for the sink's summary of every detail it stores."""
+        plain = json.loads(payload)
+        plain["queues"] = plain["members"] = ()
+        return from_plain(cls, plain)
+
 
 @dataclass(frozen=True)
 class ShardCounts:

@@ -43,7 +43,7 @@ class GroupDetails:
 
     def put(self, payload: bytes) -> None:
         """A GroupDetail as the state function serialised it (GroupDetail.to_json)."""
-        detail = GroupDetail.from_json(payload)
+        detail = GroupDetail.heading_from_json(payload)
         kinds = Counter(finding.kind for finding in detail.findings)
         summary = DetailSummary(tuple(sorted(kinds.items())),
                                 min((f.since for f in detail.findings), default=None))

@@ -80,7 +80,8 @@ def test_metrics_cross_the_spark_boundary_unchanged():
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_a_groups_detail_is_written_as_its_plain_data_is(name):
     """GroupDetail.to_json lets the encoder convert the detail as it writes: the same bytes as
-    the plain data `to_plain` makes (the definition), and read back the same detail. Every
+    the plain data `to_plain` makes (the definition), and read back the same detail (its
+    heading alone: the same without queues and members). Every
     group of the scenario steps ten events at a time (exact: a detail every step)."""
     per_group: dict[str, list] = {}
     for offset, raw in enumerate(SCENARIOS[name](seed=1, with_view=True).run()):
@@ -98,6 +99,8 @@ def test_a_groups_detail_is_written_as_its_plain_data_is(name):
         plain = json.dumps(to_plain(detail), separators=(",", ":"), ensure_ascii=False)
         assert detail.to_json() == plain.encode()
         assert GroupDetail.from_json(detail.to_json()) == detail
+        assert GroupDetail.heading_from_json(detail.to_json()) == dataclasses.replace(
+            detail, queues=(), members=())
 
 
 def test_a_finding_record_is_the_documented_json():
