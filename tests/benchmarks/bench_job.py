@@ -32,6 +32,7 @@ fleet for ten minutes:
 from __future__ import annotations
 
 import argparse
+import datetime
 import itertools
 import json
 import multiprocessing
@@ -359,6 +360,7 @@ def run(bootstrap: str, args, source: str) -> None:
                   f"{running / raw:.2f}")
         print_phases("catch-up batches",
                      [p for p in monitor.query.recentProgress if p["numInputRows"] > 0])
+        print_stages(spark)
         if args.probes or args.fleet_seconds:
             detection_latency(bootstrap, topic, monitor, args, batch_log)
     finally:
@@ -447,6 +449,46 @@ def print_phases(title: str, progress: list[dict]) -> None:
         (op["allUpdatesTimeMs"], op["commitTimeMs"], op["numRowsTotal"],
          round(op["memoryUsedBytes"] / 2**20, 1))
         for p in progress for op in p["stateOperators"][:1]])
+
+
+def print_stages(spark) -> None:
+    """Each catch-up batch's two Spark stages, from Spark's REST API (the UI this session runs):
+    the Kafka read and routing, then the state operator (with Python's state function) feeding
+    the sink's collect, and the time from that stage's end to the next batch's first stage
+    (the sink's work on the rows in the driver, Spark's commit and the next batch's planning)."""
+    if spark.sparkContext.uiWebUrl is None:
+        print("their Spark stages: not shown, the session runs no UI")
+        return
+    base = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}"
+    jobs = sorted(_rest(f"{base}/jobs?status=succeeded"), key=lambda job: job["jobId"])
+    batches = []
+    for job in jobs:
+        stages = sorted((_rest(f"{base}/stages/{stage}")[0] for stage in job["stageIds"]),
+                        key=lambda stage: stage["stageId"])
+        if len(stages) == 2 and stages[0]["inputRecords"] and stages[1]["shuffleReadRecords"]:
+            batches.append(stages)
+    print("their Spark stages (rows; read and route s; state s, its tasks' s; then until the "
+          "next batch s):", [
+              (read["inputRecords"], _seconds(read), _seconds(state),
+               round(state["executorRunTime"] / 1000, 1),
+               round(_at(following[0]["submissionTime"]) - _at(state["completionTime"]), 1)
+               if following else None)
+              for (read, state), following in zip(batches, [*batches[1:], None], strict=True)])
+
+
+def _rest(url: str):
+    with urllib.request.urlopen(url, timeout=30) as answer:
+        return json.load(answer)
+
+
+def _at(stamp: str) -> float:
+    """Spark's REST time stamp, e.g. 2026-12-05T23:11:05.123GMT, in seconds."""
+    return datetime.datetime.strptime(stamp.replace("GMT", "+0000"),
+                                      "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+
+
+def _seconds(stage: dict) -> float:
+    return round(_at(stage["completionTime"]) - _at(stage["submissionTime"]), 1)
 
 
 def p50_p99(values: list[float]) -> tuple[float, float]:
