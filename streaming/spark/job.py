@@ -93,7 +93,7 @@ STOP_WITHIN_S = 8.0
 # What the findings producer may still deliver once the query has stopped.
 FLUSH_ON_STOP_S = 2.0
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-# pyspark's daemon, telling a cancelled task in one line instead of a traceback.
+# pyspark's daemon, telling a cancelled task in one line instead of a traceback (local masters).
 WORKER_DAEMON = "streaming.spark.worker_daemon"
 
 
@@ -101,18 +101,22 @@ def build_session(config: JobConfig, master: str | None = None) -> SparkSession:
     # Local runs: Python workers must use this interpreter (the one with our dependencies).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName("rebalance-monitor")
+    if not master and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        # Not launched by spark-submit (which hands over its JVM and its --master): run locally.
+        master = "local[*]"
     if master:
         builder = builder.master(master)
-    elif "PYSPARK_GATEWAY_PORT" not in os.environ:
-        # Not launched by spark-submit (which hands over its JVM and its --master): run locally.
-        builder = builder.master("local[*]")
+    if master and master.startswith("local"):
+        # The workers' output is the job's own log here, and they import the project as this
+        # process does; a cluster's executors may have it only through --py-files, which their
+        # daemon, started before any task, cannot import (pyspark's own daemon runs there).
+        builder = builder.config("spark.python.daemon.module", WORKER_DAEMON)
     builder = builder.config("spark.ui.showConsoleProgress", "false")
     # A streaming query never uses adaptive execution, and Spark warns so at each start of it.
     builder = builder.config("spark.sql.adaptive.enabled", "false")
     builder = builder.config("spark.sql.streaming.stopTimeout", str(QUERY_STOP_TIMEOUT_MS))
     # Loaded whatever the source: a later session of this JVM cannot add it to the driver.
     builder = builder.config(map=spark_kafka_conf())
-    builder = builder.config("spark.python.daemon.module", WORKER_DAEMON)
     if config.shuffle_partitions is not None:
         builder = builder.config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
     if config.state_store == "rocksdb":
