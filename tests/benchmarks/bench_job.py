@@ -461,10 +461,10 @@ def print_stages(spark) -> None:
         return
     base = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}"
     jobs = sorted(_rest(f"{base}/jobs?status=succeeded"), key=lambda job: job["jobId"])
+    by_id = {stage["stageId"]: stage for stage in _rest(f"{base}/stages?status=complete")}
     batches = []
     for job in jobs:
-        stages = sorted((_rest(f"{base}/stages/{stage}")[0] for stage in job["stageIds"]),
-                        key=lambda stage: stage["stageId"])
+        stages = [by_id[stage] for stage in sorted(job["stageIds"]) if stage in by_id]
         if len(stages) == 2 and stages[0]["inputRecords"] and stages[1]["shuffleReadRecords"]:
             batches.append(stages)
     print("their Spark stages (rows; read and route s; state s, its tasks' s; then until the "
