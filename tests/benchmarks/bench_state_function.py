@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python -m tests.benchmarks.bench_state_function [--groups 2000] [--clients 10]
      [--queues 8] [--backlog-seconds 90] [--trigger-seconds 2] [--steady-batches 10]
-     [--shards 128] [--instant-ms 1] [--forms member,alive]
+     [--shards 128] [--instant-ms 1] [--forms member,alive] [--catch-up-batch EVENTS]
 
 The job's state function (streaming.spark.state_function, the very function Spark calls) on
 the simulator's `steady` fleet, called as Spark calls it: per state shard, with the shard's
@@ -19,6 +19,15 @@ into rows (pandas), parsing the events (JSON and the contract), the core's `adva
 group's step, or its refreshes kept), the output rows (each payload's JSON), the output frame
 (pandas) and the shard's state (its entries read and written). The baseline, in the same run:
 `json.loads` of every event alone, the least any Python parse of them costs.
+
+`--catch-up-batch EVENTS`: instead, the job's capped catch-up of the same events (member form
+only): the backlog and the steady batches' events one after another in production order, cut
+every EVENTS events (the job's `--max-offsets-per-trigger` cuts each Kafka partition in
+proportion, and the events are produced in event-time order, so the cut falls at about the
+same event time), each batch with the watermark Spark gives it (the previous batch's newest
+event time less the job's `--watermark-delay-ms`). Each batch is printed: what a capped
+catch-up costs the Python workers, without the JVM (`bench_job` prints the same batches'
+Spark stages).
 
 `--forms`: the steady fleet as each member heartbeats it (`member`: one heartbeat per member
 and broker every 30 s, as the simulator, the reporter and third-party producers send it), or
@@ -38,6 +47,7 @@ import zlib
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import fields
 
 import pandas as pd
 
@@ -46,6 +56,7 @@ from producers.simulator.clock import DEFAULT_EPOCH_MS, FastClock
 from producers.simulator.scenarios import Steady
 from streaming.core.step import StepConfig
 from streaming.spark import state_function as sf
+from streaming.spark.config import JobConfig
 from tests.benchmarks.machine import describe_machine
 from tests.unit.spark_key_state import SparkKeyState
 
@@ -196,11 +207,16 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=128)
     parser.add_argument("--instant-ms", type=int, default=1)
     parser.add_argument("--forms", default="member,alive")
+    parser.add_argument("--catch-up-batch", type=int, default=0,
+                        help="events per batch of the job's capped catch-up (0: off)")
     args = parser.parse_args()
     print(f"machine: {describe_machine()}")
     print(f"fleet: {args.groups} groups x {args.clients} clients, 2 topics x {args.queues} "
           f"queues, {args.shards} shards, --instant-ms {args.instant_ms}")
     keepalives = None
+    if args.catch_up_batch:
+        run_catch_up(args)
+        return
     for form in args.forms.split(","):
         print(f"-- form: {form}")
         keepalives = run_form(args, form, keepalives)
@@ -227,6 +243,29 @@ def run_form(args, form: str, keepalives: int | None) -> int:
     report(f"{len(steady)} steady batches of {args.trigger_seconds} s", len(values), total,
            summed, json_baseline(values), keepalives)
     return keepalives or 0
+
+
+def run_catch_up(args) -> None:
+    """The member form's events as the job's capped catch-up reads them (--catch-up-batch)."""
+    values = [value for batch in fleet_batches(args, "member") for value in batch]
+    delay = next(each.default for each in fields(JobConfig) if each.name == "watermark_delay_ms")
+    print(f"-- the job's catch-up: {len(values):,} events in batches of {args.catch_up_batch:,}, "
+          f"watermark the previous batch's newest event less {delay:,} ms")
+    apply_shard = sf.make_state_function(StepConfig(exact=False, instant_ms=args.instant_ms))
+    states: dict[int, SparkKeyState] = {}
+    watermark, total, summed = None, 0.0, defaultdict(float)
+    for first in range(0, len(values), args.catch_up_batch):
+        batch = values[first:first + args.catch_up_batch]
+        elapsed, stages = run_batch(apply_shard, shard_frames(batch, args.shards, first), states,
+                                    watermark)
+        newest = max(json.loads(value)["ts"] for value in batch)
+        print(f"  batch at event {first:,}: {len(batch):,} events to "
+              f"{(newest - DEFAULT_EPOCH_MS) / 1000:.1f} s of the fleet, {elapsed:.2f} s, "
+              f"{elapsed / len(batch) * 1e6:.1f} us an event")
+        watermark, total = newest - delay, total + elapsed
+        for label, seconds in stages.items():
+            summed[label] += seconds
+    report("all batches", len(values), total, summed, json_baseline(values))
 
 
 if __name__ == "__main__":
