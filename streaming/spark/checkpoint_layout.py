@@ -7,23 +7,28 @@ layout 3 keys it by a shard of groups, each shard's value holding its groups' co
 blobs (streaming.core.state.shard). A group's shard is a hash of its key modulo the number of
 shards, so that number is part of the layout: the same group in another shard would be a second
 state. Reading an older layout would misread it, and rebuilding state needs only the events, so
-an older checkpoint is refused with what to do, never migrated in place.
+an older checkpoint is refused with what to do, never migrated in place. What a shard is keyed by
+is recorded too (`shard_keys`): a new checkpoint keys shard i by streaming.spark.shard_keys's
+spread key, so that Spark's shuffle gives each task as many shards; a checkpoint recorded
+without it keys shard i by i, and goes on so.
 
     >>> from streaming.spark.checkpoint_files import LocalTextFile
     >>> import tempfile, os
     >>> folder = tempfile.mkdtemp()
     >>> marker = LocalTextFile(os.path.join(folder, "monitor", "state-layout.json"))
     >>> check_layout(marker, "ckpt", has_progress=False, shards=None)   # new: recorded
-    128
+    StateLayout(shards=128, shard_keys='spread')
     >>> check_layout(marker, "ckpt", has_progress=True, shards=None)    # ours: its shards
-    128
+    StateLayout(shards=128, shard_keys='spread')
 """
 
 from __future__ import annotations
 
 import json
+from typing import NamedTuple
 
 from streaming.spark.checkpoint_files import TextFile, checkpoint_child
+from streaming.spark.shard_keys import spread_keys
 
 STATE_LAYOUT = 3
 STATE_KEY = ("shard",)
@@ -35,6 +40,24 @@ DEFAULT_SHARDS = 128
 ONE_GROUP_PER_SHARD = 2**31 - 1
 
 
+# What shard i's state key is: `spread`, streaming.spark.shard_keys's i-th key; `number`, i
+# itself (every checkpoint recorded before `shard_keys` was, and --exact's, whose shards are too
+# many for a table of keys).
+SPREAD, NUMBER = "spread", "number"
+SHARD_KEYINGS = (SPREAD, NUMBER)
+
+
+class StateLayout(NamedTuple):
+    """What the job runs with: the number of shards and what keys each."""
+
+    shards: int
+    shard_keys: str = NUMBER
+
+    def keys(self) -> tuple[int, ...] | None:
+        """Each shard's state key, in shard order (None: the shard's number)."""
+        return spread_keys(self.shards) if self.shard_keys == SPREAD else None
+
+
 class CheckpointLayoutError(RuntimeError):
     """The checkpoint holds state this version cannot read; the message says what to do."""
 
@@ -44,19 +67,20 @@ def layout_path(checkpoint: str) -> str:
 
 
 def check_layout(marker: TextFile, checkpoint: str, has_progress: bool,
-                 shards: int | None) -> int:
+                 shards: int | None) -> StateLayout:
     """Accept a checkpoint of this layout, record the layout of a new one, refuse the rest.
     `has_progress`: Spark has already written offsets to the checkpoint. `shards`: as
-    configured (None: the checkpoint's, or DEFAULT_SHARDS for a new one). Returns the number
-    of shards to run with."""
+    configured (None: the checkpoint's, or DEFAULT_SHARDS for a new one). Returns the layout
+    to run with."""
     text = marker.read()
     if text is None:
         if has_progress:
             raise CheckpointLayoutError(_refusal(checkpoint, 1))
         shards = shards or DEFAULT_SHARDS
+        keying = NUMBER if shards == ONE_GROUP_PER_SHARD else SPREAD
         marker.write(json.dumps({"state_layout": STATE_LAYOUT, "state_key": list(STATE_KEY),
-                                 "state_shards": shards}))
-        return shards
+                                 "state_shards": shards, "shard_keys": keying}))
+        return StateLayout(shards, keying)
     recorded = json.loads(text)
     found = recorded.get("state_layout")
     if found != STATE_LAYOUT:
@@ -67,7 +91,13 @@ def check_layout(marker: TextFile, checkpoint: str, has_progress: bool,
             f"--state-shards {shards} would put groups in other shards and read them as new. "
             f"Leave --state-shards unset (or set it to {recorded['state_shards']}) to go on with "
             f"this checkpoint, or start a new --checkpoint with {shards}. " + _REBUILD)
-    return recorded["state_shards"]
+    keying = recorded.get("shard_keys", NUMBER)
+    if keying not in SHARD_KEYINGS:
+        raise CheckpointLayoutError(
+            f"checkpoint {checkpoint} keys its state shards by {keying!r}; this version knows "
+            f"{' and '.join(SHARD_KEYINGS)}. Start with a new --checkpoint, or move this one "
+            "aside; keep it to go back to the version that wrote it. " + _REBUILD)
+    return StateLayout(recorded["state_shards"], keying)
 
 
 _REBUILD = (

@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import fields, replace
 
@@ -70,6 +70,7 @@ from streaming.spark.checkpoint_layout import (
     DEFAULT_SHARDS,
     ONE_GROUP_PER_SHARD,
     CheckpointLayoutError,
+    StateLayout,
     check_layout,
     layout_path,
 )
@@ -201,17 +202,20 @@ def restore_snapshots(spark: SparkSession, checkpoint: str, store: SnapshotStore
 
 
 def start_query(spark: SparkSession, config: JobConfig, sink, state_function=None,
-                in_outage=lambda: False) -> StreamingQuery:
+                in_outage=lambda: False,
+                shard_keys: Sequence[int] | None = None) -> StreamingQuery:
     """The job's query: source, routing, the per-group state function (default: the core's
     step, as make_state_function wraps it), foreachBatch `sink`; `in_outage`: the events broker
-    is known to be down (a failing batch is then the outage's)."""
+    is known to be down (a failing batch is then the outage's); `shard_keys`: each state
+    shard's key, as the checkpoint's layout says (None: the shard's number)."""
     if state_function is None:
         state_function = make_state_function(config.step_config(), config.max_event_bytes,
                                              config.max_clock_skew_ms)
     records = read_event_stream(spark, source_config(config))
     routed = with_watermark_keeping_late_rows(
         route_events(records, config.max_event_bytes, config.state_shards or DEFAULT_SHARDS,
-                     config.max_clock_skew_ms), f"{config.watermark_delay_ms} milliseconds")
+                     config.max_clock_skew_ms, shard_keys),
+        f"{config.watermark_delay_ms} milliseconds")
     outputs = routed.groupBy("shard").applyInPandasWithState(
         state_function, OUTPUT_SCHEMA, STATE_SCHEMA, "update", GroupStateTimeout.EventTimeTimeout)
     return (outputs.writeStream.queryName(QUERY_NAME)
@@ -328,6 +332,7 @@ class Monitor:
                                                                      config.runbook_base_url)),
                                      metrics_socket)
         self.query: StreamingQuery | None = None
+        self.layout = StateLayout(self.config.state_shards or DEFAULT_SHARDS)  # start() reads it
         self._sink: BatchSink | None = None
 
     def _group_families(self, names) -> tuple[bytes, ...]:
@@ -337,11 +342,11 @@ class Monitor:
         """Raises CheckpointLayoutError, before serving anything, on a checkpoint of another
         state layout."""
         checkpoint = self.config.checkpoint
-        shards = check_layout(
+        self.layout = check_layout(
             HadoopTextFile(self.spark, layout_path(checkpoint)), checkpoint,
             has_progress=hadoop_path_exists(self.spark, checkpoint_child(checkpoint, "offsets")),
             shards=ONE_GROUP_PER_SHARD if self.config.exact else self.config.state_shards)
-        self.config = replace(self.config, state_shards=shards)
+        self.config = replace(self.config, state_shards=self.layout.shards)
         restored = restore_snapshots(self.spark, checkpoint, self.store,
                                      self.config.step_config())
         counters = HadoopTextFile(self.spark, counters_path(self.config.checkpoint))
@@ -353,15 +358,16 @@ class Monitor:
         self.prerender.start().changed()   # the groups restored from the checkpoint
         self.metrics.start()
         self.source_probe.start()
-        log.info("metrics on %s:%s, %d groups restored from the checkpoint (%d state shards)",
-                 self.config.metrics_host, self.metrics.port, restored, shards)
+        log.info("metrics on %s:%s, %d groups restored from the checkpoint (%d state shards, "
+                 "keyed by %s)", self.config.metrics_host, self.metrics.port, restored,
+                 self.layout.shards, self.layout.shard_keys)
         self._listener = ProgressListener(self.store, self._sink, QUERY_NAME, self.config.exact)
         self.spark.streams.addListener(self._listener)
         self.query = self._start_query()
 
     def _start_query(self) -> StreamingQuery:
         return start_query(self.spark, self.config, self._sink,
-                           in_outage=self.source_probe.down)
+                           in_outage=self.source_probe.down, shard_keys=self.layout.keys())
 
     def _batch_completed(self) -> None:
         self.prerender.changed()

@@ -10,6 +10,8 @@ key; the state function turns them into dead letters with a reason.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -37,11 +39,12 @@ WATERMARK_TRUST_WINDOW_MS = 24 * 3600 * 1000
 
 
 def route_events(records: DataFrame, max_event_bytes: int, shards: int,
-                 max_clock_skew_ms: int) -> DataFrame:
+                 max_clock_skew_ms: int, shard_keys: Sequence[int] | None = None) -> DataFrame:
     """key/value/topic/partition/offset/timestamp -> shard, system, group, event_time, offset,
     value, arrival_ms, copy, cluster. Unroutable records get UNROUTABLE_KEY as both system and
     group. The shard (the state's key) is a hash of (system, group) in [0, shards): xxhash64, Spark's
-    own, so it is the same on every executor and version. A route naming several groups becomes
+    own, so it is the same on every executor and version; `shard_keys` (None: the shard's number)
+    gives each shard's state key (streaming.spark.shard_keys). A route naming several groups becomes
     one row per group; `copy` is 0 on the first, so each record is counted (or dead-lettered)
     once. `arrival_ms` is the record's Kafka timestamp; `cluster` the cluster its producer names."""
     envelope = F.from_json(F.col("value").cast("string"), ENVELOPE_SCHEMA)
@@ -71,7 +74,14 @@ def route_events(records: DataFrame, max_event_bytes: int, shards: int,
              .alias("system"),
              F.coalesce(F.col("group"), F.lit(UNROUTABLE_KEY)).alias("group"),
              "event_time", "offset", "value", "arrival_ms", "copy", "cluster",
-             ).withColumn("shard", F.pmod(F.xxhash64("system", "group"), F.lit(shards)).cast("int"))
+             ).withColumn("shard", _shard_key(F.pmod(F.xxhash64("system", "group"), F.lit(shards)),
+                                              shard_keys))
+
+
+def _shard_key(shard: Column, keys: Sequence[int] | None) -> Column:
+    if keys is None:
+        return shard.cast("int")
+    return F.element_at(F.array(*(F.lit(key) for key in keys)), (shard + 1).cast("int"))
 
 
 def with_watermark_keeping_late_rows(routed: DataFrame, delay: str) -> DataFrame:

@@ -8,11 +8,16 @@ import pytest
 from streaming.spark.checkpoint_files import LocalTextFile
 from streaming.spark.checkpoint_layout import (
     DEFAULT_SHARDS,
+    NUMBER,
+    ONE_GROUP_PER_SHARD,
+    SPREAD,
     STATE_LAYOUT,
     CheckpointLayoutError,
+    StateLayout,
     check_layout,
     layout_path,
 )
+from streaming.spark.shard_keys import spread_keys
 
 pytestmark = pytest.mark.unit
 
@@ -23,16 +28,41 @@ def marker(tmp_path) -> LocalTextFile:
 
 
 def test_a_new_checkpoint_records_the_layout_and_is_then_accepted(marker):
-    assert check_layout(marker, "cp", has_progress=False, shards=None) == DEFAULT_SHARDS
+    new = StateLayout(DEFAULT_SHARDS, SPREAD)
+    assert check_layout(marker, "cp", has_progress=False, shards=None) == new
     assert json.loads(marker.read()) == {"state_layout": STATE_LAYOUT, "state_key": ["shard"],
-                                         "state_shards": DEFAULT_SHARDS}
-    assert check_layout(marker, "cp", has_progress=True, shards=None) == DEFAULT_SHARDS
-    assert check_layout(marker, "cp", has_progress=True, shards=DEFAULT_SHARDS) == DEFAULT_SHARDS
+                                         "state_shards": DEFAULT_SHARDS, "shard_keys": SPREAD}
+    assert check_layout(marker, "cp", has_progress=True, shards=None) == new
+    assert check_layout(marker, "cp", has_progress=True, shards=DEFAULT_SHARDS) == new
+    assert new.keys() == spread_keys(DEFAULT_SHARDS)
 
 
 def test_the_shards_of_a_new_checkpoint_are_recorded_and_kept_when_unset(marker):
-    assert check_layout(marker, "cp", has_progress=False, shards=7) == 7
-    assert check_layout(marker, "cp", has_progress=True, shards=None) == 7
+    assert check_layout(marker, "cp", has_progress=False, shards=7) == StateLayout(7, SPREAD)
+    assert check_layout(marker, "cp", has_progress=True, shards=None) == StateLayout(7, SPREAD)
+
+
+def test_a_checkpoint_recorded_before_shard_keys_goes_on_keying_shards_by_number(marker):
+    """Its state is stored under the shards' numbers: other keys would read every group as
+    new."""
+    marker.write(json.dumps({"state_layout": STATE_LAYOUT, "state_key": ["shard"],
+                             "state_shards": DEFAULT_SHARDS}))
+    layout = check_layout(marker, "cp", has_progress=True, shards=None)
+    assert layout == StateLayout(DEFAULT_SHARDS, NUMBER) and layout.keys() is None
+
+
+def test_exact_keys_its_shards_by_number(marker):
+    """--exact's shards (one group each) are too many for a table of keys."""
+    layout = check_layout(marker, "cp", has_progress=False, shards=ONE_GROUP_PER_SHARD)
+    assert layout == StateLayout(ONE_GROUP_PER_SHARD, NUMBER)
+    assert json.loads(marker.read())["shard_keys"] == NUMBER
+
+
+def test_unknown_shard_keys_are_refused(marker):
+    marker.write(json.dumps({"state_layout": STATE_LAYOUT, "state_key": ["shard"],
+                             "state_shards": 8, "shard_keys": "balanced-v9"}))
+    with pytest.raises(CheckpointLayoutError, match="keys its state shards by 'balanced-v9'"):
+        check_layout(marker, "cp", has_progress=True, shards=None)
 
 
 def test_other_shards_than_the_checkpoint_recorded_are_refused(marker):
