@@ -368,7 +368,7 @@ def run(bootstrap: str, args, source: str) -> None:
     try:
         if args.operator_floor:
             _, floor, _, floor_running = operator_floor(spark, config, workdir / "floor", loaded,
-                                                        backlog.world_start)
+                                                        backlog.world_start, monitor.layout.keys())
             print(f"the same stream through applyInPandasWithState with an empty state function "
                   f"(2 KB state): {floor:,.0f} rows/s sustained; ratio to raw read "
                   f"{floor / raw:.2f}")
@@ -379,9 +379,10 @@ def run(bootstrap: str, args, source: str) -> None:
         spark.stop()
 
 
-def operator_floor(spark, config, checkpoint: Path, expected: int,
-                   world_start: int) -> tuple[float, float, int, float | None]:
-    """The job's query with a state function that does nothing: what the operator costs."""
+def operator_floor(spark, config, checkpoint: Path, expected: int, world_start: int,
+                   shard_keys) -> tuple[float, float, int, float | None]:
+    """The job's query with a state function that does nothing: what the operator costs,
+    with the job's shard keys."""
     import dataclasses
 
     import pandas as pd
@@ -398,7 +399,8 @@ def operator_floor(spark, config, checkpoint: Path, expected: int,
         yield pd.DataFrame({column: [row.get(column, "")] for column in OUTPUT_COLUMNS})
 
     query = start_query(spark, dataclasses.replace(config, checkpoint=str(checkpoint)),
-                        lambda frame, _: frame.collect(), state_function=empty)
+                        lambda frame, _: frame.collect(), state_function=empty,
+                        shard_keys=shard_keys)
     try:
         return throughput(query, expected, world_start)
     finally:
