@@ -41,10 +41,12 @@ ONE_GROUP_PER_SHARD = 2**31 - 1
 
 
 # What shard i's state key is: `spread`, streaming.spark.shard_keys's i-th key; `number`, i
-# itself (every checkpoint recorded before `shard_keys` was, and --exact's, whose shards are too
-# many for a table of keys).
+# itself (every checkpoint recorded before `shard_keys` was, and one of more than
+# MAX_SPREAD_SHARDS shards, such as --exact's: the keys are a literal in every batch's plan, and
+# so many shards spread well enough by their numbers).
 SPREAD, NUMBER = "spread", "number"
 SHARD_KEYINGS = (SPREAD, NUMBER)
+MAX_SPREAD_SHARDS = 4096
 
 
 class StateLayout(NamedTuple):
@@ -77,7 +79,7 @@ def check_layout(marker: TextFile, checkpoint: str, has_progress: bool,
         if has_progress:
             raise CheckpointLayoutError(_refusal(checkpoint, 1))
         shards = shards or DEFAULT_SHARDS
-        keying = NUMBER if shards == ONE_GROUP_PER_SHARD else SPREAD
+        keying = SPREAD if shards <= MAX_SPREAD_SHARDS else NUMBER
         marker.write(json.dumps({"state_layout": STATE_LAYOUT, "state_key": list(STATE_KEY),
                                  "state_shards": shards, "shard_keys": keying}))
         return StateLayout(shards, keying)

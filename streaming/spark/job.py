@@ -332,7 +332,7 @@ class Monitor:
                                                                      config.runbook_base_url)),
                                      metrics_socket)
         self.query: StreamingQuery | None = None
-        self.layout = StateLayout(self.config.state_shards or DEFAULT_SHARDS)  # start() reads it
+        self.layout = StateLayout(self.config.state_shards or DEFAULT_SHARDS)  # start() checks it
         self._sink: BatchSink | None = None
 
     def _group_families(self, names) -> tuple[bytes, ...]:

@@ -8,6 +8,7 @@ import pytest
 from streaming.spark.checkpoint_files import LocalTextFile
 from streaming.spark.checkpoint_layout import (
     DEFAULT_SHARDS,
+    MAX_SPREAD_SHARDS,
     NUMBER,
     ONE_GROUP_PER_SHARD,
     SPREAD,
@@ -51,11 +52,17 @@ def test_a_checkpoint_recorded_before_shard_keys_goes_on_keying_shards_by_number
     assert layout == StateLayout(DEFAULT_SHARDS, NUMBER) and layout.keys() is None
 
 
-def test_exact_keys_its_shards_by_number(marker):
-    """--exact's shards (one group each) are too many for a table of keys."""
-    layout = check_layout(marker, "cp", has_progress=False, shards=ONE_GROUP_PER_SHARD)
-    assert layout == StateLayout(ONE_GROUP_PER_SHARD, NUMBER)
+@pytest.mark.parametrize("shards", [MAX_SPREAD_SHARDS + 1, ONE_GROUP_PER_SHARD])
+def test_more_shards_than_a_table_of_keys_holds_are_keyed_by_number(marker, shards):
+    """--exact's shards (one group each) among them."""
+    layout = check_layout(marker, "cp", has_progress=False, shards=shards)
+    assert layout == StateLayout(shards, NUMBER) and layout.keys() is None
     assert json.loads(marker.read())["shard_keys"] == NUMBER
+
+
+def test_the_largest_table_of_keys_is_spread(marker):
+    layout = check_layout(marker, "cp", has_progress=False, shards=MAX_SPREAD_SHARDS)
+    assert layout.keys() == spread_keys(MAX_SPREAD_SHARDS)
 
 
 def test_unknown_shard_keys_are_refused(marker):
