@@ -46,7 +46,7 @@ ONE_GROUP_PER_SHARD = 2**31 - 1
 # so many shards spread well enough by their numbers).
 SPREAD, NUMBER = "spread", "number"
 SHARD_KEYINGS = (SPREAD, NUMBER)
-MAX_SPREAD_SHARDS = 4096
+MAX_SPREAD_SHARDS = 1024
 
 
 class StateLayout(NamedTuple):

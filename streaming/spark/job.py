@@ -68,6 +68,7 @@ from streaming.spark.checkpoint_files import (
 )
 from streaming.spark.checkpoint_layout import (
     DEFAULT_SHARDS,
+    MAX_SPREAD_SHARDS,
     ONE_GROUP_PER_SHARD,
     CheckpointLayoutError,
     StateLayout,
@@ -116,6 +117,9 @@ def build_session(config: JobConfig, master: str | None = None) -> SparkSession:
     # A streaming query never uses adaptive execution, and Spark warns so at each start of it.
     builder = builder.config("spark.sql.adaptive.enabled", "false")
     builder = builder.config("spark.sql.streaming.stopTimeout", str(QUERY_STOP_TIMEOUT_MS))
+    # The spread shard keys are a literal array in every batch's plan: a plan's text (a failed
+    # query's message, the UI) holds them whole, and Spark does not log that it cut one short.
+    builder = builder.config("spark.sql.debug.maxToStringFields", str(MAX_SPREAD_SHARDS))
     # Loaded whatever the source: a later session of this JVM cannot add it to the driver.
     builder = builder.config(map=spark_kafka_conf())
     if config.shuffle_partitions is not None:

@@ -8,7 +8,7 @@ import json
 import pytest
 from pyspark.sql import functions as F
 
-from streaming.spark.checkpoint_layout import DEFAULT_SHARDS
+from streaming.spark.checkpoint_layout import DEFAULT_SHARDS, MAX_SPREAD_SHARDS
 from streaming.spark.parse import route_events
 from streaming.spark.shard_keys import spark_hash_int, spread_keys
 
@@ -49,3 +49,24 @@ def test_the_spread_keys_give_each_task_as_many_shards(spark, partitions):
 def test_the_shard_numbers_as_keys_give_the_tasks_54_and_74(spark):
     """The control, and the layout of every checkpoint recorded before the spread keys."""
     assert routed_shards_per_task(spark, None, 2) == [54, 74]
+
+
+def test_a_plan_with_the_most_keys_is_not_cut_short_at_the_jobs_setting(spark):
+    """build_session sets spark.sql.debug.maxToStringFields to MAX_SPREAD_SHARDS: below it,
+    Spark cuts the keys' array short in the plan's text and logs a WARNING saying so (the job's
+    log then had a line in the middle of an outage, test_outage_logs)."""
+    now = datetime.datetime.now()
+    records = spark.createDataFrame(
+        [(None, b"{}", "events", 0, 0, now)],
+        "key binary, value binary, topic string, partition int, offset long, "
+        "timestamp timestamp")
+    routed = route_events(records, 1 << 20, MAX_SPREAD_SHARDS, 300_000,
+                          spread_keys(MAX_SPREAD_SHARDS))
+    setting = "spark.sql.debug.maxToStringFields"
+    before = spark.conf.get(setting)
+    try:
+        assert "more fields" in routed._jdf.queryExecution().toString()     # Spark's default
+        spark.conf.set(setting, str(MAX_SPREAD_SHARDS))
+        assert "more fields" not in routed._jdf.queryExecution().toString()
+    finally:
+        spark.conf.set(setting, before)
