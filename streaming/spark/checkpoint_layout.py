@@ -7,10 +7,11 @@ layout 3 keys it by a shard of groups, each shard's value holding its groups' co
 blobs (streaming.core.state.shard). A group's shard is a hash of its key modulo the number of
 shards, so that number is part of the layout: the same group in another shard would be a second
 state. Reading an older layout would misread it, and rebuilding state needs only the events, so
-an older checkpoint is refused with what to do, never migrated in place. What a shard is keyed by
-is recorded too (`shard_keys`): a new checkpoint keys shard i by streaming.spark.shard_keys's
-spread key, so that Spark's shuffle gives each task as many shards; a checkpoint recorded
-without it keys shard i by i, and goes on so.
+an older checkpoint is refused with what to do, never migrated in place. Layout 4 is layout 3
+with what keys each shard recorded (`shard_keys`): a new checkpoint keys shard i by
+streaming.spark.shard_keys's spread key, so that Spark's shuffle gives each task as many
+shards. A layout-3 checkpoint keys shard i by i, and goes on so; a build that reads layout 3
+only refuses layout 4, where it would read every group as new beside its stored state.
 
     >>> from streaming.spark.checkpoint_files import LocalTextFile
     >>> import tempfile, os
@@ -20,6 +21,9 @@ without it keys shard i by i, and goes on so.
     StateLayout(shards=128, shard_keys='spread')
     >>> check_layout(marker, "ckpt", has_progress=True, shards=None)    # ours: its shards
     StateLayout(shards=128, shard_keys='spread')
+    >>> marker.write('{"state_layout": 3, "state_key": ["shard"], "state_shards": 64}')
+    >>> check_layout(marker, "ckpt", has_progress=True, shards=None)    # layout 3: numbers
+    StateLayout(shards=64, shard_keys='number')
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ from typing import NamedTuple
 from streaming.spark.checkpoint_files import TextFile, checkpoint_child
 from streaming.spark.shard_keys import spread_keys
 
-STATE_LAYOUT = 3
+STATE_LAYOUT = 4
+NUMBERED_LAYOUT = 3      # read as layout 4 with `shard_keys` "number"
 STATE_KEY = ("shard",)
 # A few dozen groups per shard at 5,000 to 10,000 groups: Spark's per-key cost is paid 128
 # times a batch, and a shard with events re-writes only its own groups' blobs.
@@ -41,7 +46,7 @@ ONE_GROUP_PER_SHARD = 2**31 - 1
 
 
 # What shard i's state key is: `spread`, streaming.spark.shard_keys's i-th key; `number`, i
-# itself (every checkpoint recorded before `shard_keys` was, and one of more than
+# itself (every layout-3 checkpoint, and one of more than
 # MAX_SPREAD_SHARDS shards, such as --exact's: the keys are a literal in every batch's plan, and
 # so many shards spread well enough by their numbers).
 SPREAD, NUMBER = "spread", "number"
@@ -85,7 +90,7 @@ def check_layout(marker: TextFile, checkpoint: str, has_progress: bool,
         return StateLayout(shards, keying)
     recorded = json.loads(text)
     found = recorded.get("state_layout")
-    if found != STATE_LAYOUT:
+    if found not in (NUMBERED_LAYOUT, STATE_LAYOUT):
         raise CheckpointLayoutError(_refusal(checkpoint, found))
     if shards is not None and shards != recorded["state_shards"]:
         raise CheckpointLayoutError(
@@ -93,7 +98,7 @@ def check_layout(marker: TextFile, checkpoint: str, has_progress: bool,
             f"--state-shards {shards} would put groups in other shards and read them as new. "
             f"Leave --state-shards unset (or set it to {recorded['state_shards']}) to go on with "
             f"this checkpoint, or start a new --checkpoint with {shards}. " + _REBUILD)
-    keying = recorded.get("shard_keys", NUMBER)
+    keying = NUMBER if found == NUMBERED_LAYOUT else recorded.get("shard_keys")
     if keying not in SHARD_KEYINGS:
         raise CheckpointLayoutError(
             f"checkpoint {checkpoint} keys its state shards by {keying!r}; this version knows "
@@ -111,7 +116,7 @@ _REBUILD = (
 
 def _refusal(checkpoint: str, found) -> str:
     return (
-        f"checkpoint {checkpoint} holds state of layout {found}; this version reads layout "
-        f"{STATE_LAYOUT} (state keyed by a shard of groups, each group by system and name) and "
-        "will not misread it. Start with a new --checkpoint, or move this one aside; keep it to "
+        f"checkpoint {checkpoint} holds state of layout {found}; this version reads layouts "
+        f"{NUMBERED_LAYOUT} and {STATE_LAYOUT} (state keyed by a shard of groups, each group by "
+        "system and name) and will not misread it. Start with a new --checkpoint, or move this one aside; keep it to "
         "go back to the version that wrote it. " + _REBUILD)

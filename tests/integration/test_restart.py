@@ -186,7 +186,7 @@ def test_a_checkpoint_of_the_previous_state_layout_is_refused_with_what_to_do(
         code = process.process.wait(120)
     log = process.log_path.read_text()
     assert code == 2, log
-    assert "holds state of layout 1; this version reads layout 3" in log
+    assert "holds state of layout 1; this version reads layouts 3 and 4" in log
     assert "Start with a new --checkpoint" in log
     assert process.try_scrape() is None
     assert sorted(p.relative_to(old) for p in old.rglob("*")) == before

@@ -10,6 +10,7 @@ from streaming.spark.checkpoint_layout import (
     DEFAULT_SHARDS,
     MAX_SPREAD_SHARDS,
     NUMBER,
+    NUMBERED_LAYOUT,
     ONE_GROUP_PER_SHARD,
     SPREAD,
     STATE_LAYOUT,
@@ -43,10 +44,10 @@ def test_the_shards_of_a_new_checkpoint_are_recorded_and_kept_when_unset(marker)
     assert check_layout(marker, "cp", has_progress=True, shards=None) == StateLayout(7, SPREAD)
 
 
-def test_a_checkpoint_recorded_before_shard_keys_goes_on_keying_shards_by_number(marker):
+def test_a_layout_3_checkpoint_goes_on_keying_shards_by_number(marker):
     """Its state is stored under the shards' numbers: other keys would read every group as
     new."""
-    marker.write(json.dumps({"state_layout": STATE_LAYOUT, "state_key": ["shard"],
+    marker.write(json.dumps({"state_layout": NUMBERED_LAYOUT, "state_key": ["shard"],
                              "state_shards": DEFAULT_SHARDS}))
     layout = check_layout(marker, "cp", has_progress=True, shards=None)
     assert layout == StateLayout(DEFAULT_SHARDS, NUMBER) and layout.keys() is None
@@ -63,6 +64,14 @@ def test_more_shards_than_a_table_of_keys_holds_are_keyed_by_number(marker, shar
 def test_the_largest_table_of_keys_is_spread(marker):
     layout = check_layout(marker, "cp", has_progress=False, shards=MAX_SPREAD_SHARDS)
     assert layout.keys() == spread_keys(MAX_SPREAD_SHARDS)
+
+
+@pytest.mark.parametrize("recorded", [{"shard_keys": "balanced-v9"}, {}])
+def test_unknown_or_missing_shard_keys_of_layout_4_are_refused(marker, recorded):
+    marker.write(json.dumps({"state_layout": STATE_LAYOUT, "state_key": ["shard"],
+                             "state_shards": 8, **recorded}))
+    with pytest.raises(CheckpointLayoutError, match="keys its state shards by"):
+        check_layout(marker, "cp", has_progress=True, shards=None)
 
 
 def test_unknown_shard_keys_are_refused(marker):
@@ -88,9 +97,9 @@ def test_progress_without_a_marker_is_the_previous_layout_and_is_refused(marker)
     assert marker.read() is None                    # nothing written on a refused checkpoint
 
 
-@pytest.mark.parametrize("layout", [2, 4])
+@pytest.mark.parametrize("layout", [2, 5])
 def test_another_recorded_layout_is_refused(marker, layout):
-    """Layout 2 (one state per (system, group)) is what the previous version recorded."""
+    """Layout 2 (one state per (system, group)), and one this build does not know."""
     marker.write(json.dumps({"state_layout": layout, "state_key": ["system", "group"]}))
     with pytest.raises(CheckpointLayoutError, match=f"holds state of layout {layout}"):
         check_layout(marker, "cp", has_progress=True, shards=None)
