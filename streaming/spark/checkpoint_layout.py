@@ -46,9 +46,9 @@ ONE_GROUP_PER_SHARD = 2**31 - 1
 
 
 # What shard i's state key is: `spread`, streaming.spark.shard_keys's i-th key; `number`, i
-# itself (every layout-3 checkpoint, and one of more than
-# MAX_SPREAD_SHARDS shards, such as --exact's: the keys are a literal in every batch's plan, and
-# so many shards spread well enough by their numbers).
+# itself (every layout-3 checkpoint, and one of more than MAX_SPREAD_SHARDS shards, such as
+# --exact's: the keys are a literal in every batch's plan, and so many shards spread well
+# enough by their numbers).
 SPREAD, NUMBER = "spread", "number"
 SHARD_KEYINGS = (SPREAD, NUMBER)
 MAX_SPREAD_SHARDS = 1024
@@ -102,8 +102,7 @@ def check_layout(marker: TextFile, checkpoint: str, has_progress: bool,
     if keying not in SHARD_KEYINGS:
         raise CheckpointLayoutError(
             f"checkpoint {checkpoint} keys its state shards by {keying!r}; this version knows "
-            f"{' and '.join(SHARD_KEYINGS)}. Start with a new --checkpoint, or move this one "
-            "aside; keep it to go back to the version that wrote it. " + _REBUILD)
+            f"{' and '.join(SHARD_KEYINGS)}. " + _START_ANEW)
     return StateLayout(recorded["state_shards"], keying)
 
 
@@ -112,11 +111,12 @@ _REBUILD = (
     "earliest from what the topic still holds, otherwise from the clients' next heartbeats and "
     "routes (within one session timeout). Per-group counters (rebalances, queue moves) and the "
     "job's event counters start again from zero.")
+_START_ANEW = ("Start with a new --checkpoint, or move this one aside; keep it to go back to the "
+               "version that wrote it. " + _REBUILD)
 
 
 def _refusal(checkpoint: str, found) -> str:
     return (
         f"checkpoint {checkpoint} holds state of layout {found}; this version reads layouts "
         f"{NUMBERED_LAYOUT} and {STATE_LAYOUT} (state keyed by a shard of groups, each group by "
-        "system and name) and will not misread it. Start with a new --checkpoint, or move this one aside; keep it to "
-        "go back to the version that wrote it. " + _REBUILD)
+        "system and name) and will not misread it. " + _START_ANEW)

@@ -70,15 +70,10 @@ def test_the_largest_table_of_keys_is_spread(marker):
 def test_unknown_or_missing_shard_keys_of_layout_4_are_refused(marker, recorded):
     marker.write(json.dumps({"state_layout": STATE_LAYOUT, "state_key": ["shard"],
                              "state_shards": 8, **recorded}))
-    with pytest.raises(CheckpointLayoutError, match="keys its state shards by"):
+    keying = repr(recorded.get("shard_keys"))
+    with pytest.raises(CheckpointLayoutError, match=f"keys its state shards by {keying}") as refused:
         check_layout(marker, "cp", has_progress=True, shards=None)
-
-
-def test_unknown_shard_keys_are_refused(marker):
-    marker.write(json.dumps({"state_layout": STATE_LAYOUT, "state_key": ["shard"],
-                             "state_shards": 8, "shard_keys": "balanced-v9"}))
-    with pytest.raises(CheckpointLayoutError, match="keys its state shards by 'balanced-v9'"):
-        check_layout(marker, "cp", has_progress=True, shards=None)
+    assert "Start with a new --checkpoint" in str(refused.value)
 
 
 def test_other_shards_than_the_checkpoint_recorded_are_refused(marker):
