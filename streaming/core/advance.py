@@ -89,9 +89,7 @@ def _advance(entry: ShardEntry | None, events: Sequence[tuple[Event, int]],
     if not config.exact and entry is not None and (events or entry.kept):
         kept = refreshes_for(entry).keep_all(events, watermark_ms, entry.kept, stems)
         if kept is not None:
-            packed, deadline = kept
-            return Advanced(entry._replace(kept=packed,
-                                           timeout_ms=max(entry.timeout_ms, deadline)), None)
+            return _kept(entry, kept)
     waiting = (refreshes_for(entry).events(unpack_kept(entry.kept))
                if entry and entry.kept else [])
     output, refreshes = stepped(entry.blob if entry else None, [*waiting, *events],
@@ -100,6 +98,24 @@ def _advance(entry: ShardEntry | None, events: Sequence[tuple[Event, int]],
         return Advanced(None, output)
     return Advanced(ShardEntry.of(output.blob, timeout_after(output, watermark_ms)), output,
                     refreshes)
+
+
+def keep_stemmed(entry: ShardEntry, stamped: Sequence[tuple[bytes, int, int]],
+                 watermark_ms: int | None, refreshes: Refreshes) -> Advanced | None:
+    """`advance` of events given by their stem, time and offset alone, each stem one that the
+    entry's `refreshes` knows (Refreshes.knows), when advance would keep them: the same
+    Advanced it gives those events. None where it would not (it steps the group, or the entry
+    does not decode): call `advance` with the events."""
+    try:
+        kept = refreshes.keep_stemmed(stamped, watermark_ms, entry.kept)
+    except CodecError:
+        return None
+    return None if kept is None else _kept(entry, kept)
+
+
+def _kept(entry: ShardEntry, kept: tuple[bytes, int]) -> Advanced:
+    packed, deadline = kept
+    return Advanced(entry._replace(kept=packed, timeout_ms=max(entry.timeout_ms, deadline)), None)
 
 
 def timeout_after(output: StepOutput, watermark_ms: int | None) -> int:

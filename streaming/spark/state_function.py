@@ -21,7 +21,7 @@ from dataclasses import replace
 
 import pandas as pd
 
-from streaming.core.advance import advance
+from streaming.core.advance import advance, keep_stemmed
 from streaming.core.contract import (
     COUNTS,
     DEAD_LETTER,
@@ -34,7 +34,16 @@ from streaming.core.contract import (
     ShardCounts,
     StepOutput,
 )
-from streaming.core.state.events import Event, EventParser, Invalid, parse_event
+from streaming.core.state.codec import CodecError
+from streaming.core.state.events import (
+    MAX_TS_MS,
+    MIN_TS_MS,
+    Event,
+    EventParser,
+    Invalid,
+    parse_event,
+    stem_and_ts,
+)
 from streaming.core.state.refresh import Refreshes
 from streaming.core.state.shard import (
     ShardEntry,
@@ -144,9 +153,11 @@ def _worker_refreshes() -> RefreshCache:
 
 
 def make_state_function(config: StepConfig, max_event_bytes: int = 1 << 20,
-                        max_clock_skew_ms: int = 300_000):
+                        max_clock_skew_ms: int = 300_000, known_stems: bool = True):
     """config.exact: every raw event is parsed whole and every blob decoded for itself (no
-    worker's cache), and `advance` keeps nothing."""
+    worker's cache), and `advance` keeps nothing. `known_stems`: a group whose rows all
+    restate its view by their stems alone keeps them without parsing them (_keep_known; off:
+    every row is parsed, the twin that tests/unit/test_known_stems.py compares it with)."""
     judge = RecordJudge(max_event_bytes, max_clock_skew_ms,
                         _parse_unstemmed if config.exact else _worker_parse)
 
@@ -158,6 +169,11 @@ def make_state_function(config: StepConfig, max_event_bytes: int = 1 << 20,
         entries = _stored_entries(state, counts)
         arrived = _rows_by_group(batches)
         for group_key in sorted(arrived):
+            if known_stems and refreshes is not None and _keep_known(
+                    group_key, entries, arrived[group_key], watermark, refreshes, config, judge,
+                    counts):
+                stepped.add(group_key)
+                continue
             events, stems, dead = _decode(group_key, arrived[group_key], judge, counts)
             rows += [(*group_key, DEAD_LETTER, reason, raw) for raw, reason in dead]
             if group_key.group != UNROUTABLE_KEY and events:
@@ -214,6 +230,38 @@ def _stored_entries(state, counts: Counts) -> dict[GroupKey, ShardEntry]:
     return salvaged.entries
 
 
+def _keep_known(key: GroupKey, entries: dict, rows: list[tuple], watermark: int | None,
+                cache: RefreshCache, config: StepConfig, judge: RecordJudge,
+                counts: Counts) -> bool:
+    """What _decode and _advance do with the group's rows when each is a refresh its view
+    knows by its stem (Refreshes.knows) and the group keeps them: the same entry and counts,
+    and no output row, without parsing a row or building its events. False, with nothing
+    done, for any other rows: a row the judge would not pass by its stem alone, a stem the
+    view does not know, or rows the group would not keep (it steps)."""
+    entry = entries.get(key)
+    if entry is None:
+        return False
+    try:
+        refreshes = cache.lookup(key, entry, config)
+    except CodecError:
+        return False
+    stamped = []
+    for value, offset, arrival_ms, _ in rows:
+        known = judge.stemmed(value, arrival_ms)
+        if known is None or not refreshes.knows(known[0]):
+            return False
+        stamped.append((known[0], known[1], int(offset)))
+    advanced = keep_stemmed(entry, stamped, watermark, refreshes)
+    if advanced is None:
+        return False
+    entries[key] = advanced.entry
+    for (stem, _, _), (*_, copy) in zip(stamped, rows, strict=True):
+        if copy == 0:
+            counts.valid[refreshes.type_of(stem)] += 1
+    counts.saw(key.cluster, max(ts for _, ts, _ in stamped))
+    return True
+
+
 def _advance(key: GroupKey, entries: dict, events: list, watermark: int | None,
              config: StepConfig, cache: RefreshCache | None, counts: Counts,
              stems: list[bytes | None]) -> list[tuple]:
@@ -250,6 +298,18 @@ class RecordJudge:
         self.max_event_bytes = max_event_bytes
         self.max_clock_skew_ms = max_clock_skew_ms
         self._parse = parse
+
+    def stemmed(self, value: bytes | None, arrival_ms: int) -> tuple[bytes, int] | None:
+        """The record's stem and time when `judge` would pass it by them alone (its size, and
+        its time in range and not too far ahead) and its text has them (events.stem_and_ts);
+        None: ask `judge`."""
+        if value is None or len(value) > self.max_event_bytes:
+            return None
+        stamped = stem_and_ts(bytes(value))
+        if stamped is None or not (MIN_TS_MS <= stamped[1] < MAX_TS_MS
+                                   and stamped[1] <= arrival_ms + self.max_clock_skew_ms):
+            return None
+        return stamped
 
     def judge(self, raw: bytes, arrival_ms: int) -> tuple[list[Event] | Invalid, bytes | None]:
         """The record's events, or why it is invalid, and its stem (the parser's)."""

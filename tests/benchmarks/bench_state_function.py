@@ -55,6 +55,7 @@ from producers import events as producer_events
 from producers.simulator.clock import DEFAULT_EPOCH_MS, FastClock
 from producers.simulator.scenarios import Steady
 from streaming.core.step import StepConfig
+from streaming.core.switches import parse_bool
 from streaming.spark import state_function as sf
 from streaming.spark.config import JobConfig
 from tests.benchmarks.machine import describe_machine
@@ -63,6 +64,7 @@ from tests.unit.spark_key_state import SparkKeyState
 STAGES = {                       # the state function's own helpers, timed where it calls them
     "rows (pandas -> lists)": "_rows_by_group",
     "parse (JSON + contract)": "_decode",
+    "kept by known stems (unparsed)": "_keep_known",
     "advance (the core)": "advance",
     "output rows (JSON payloads)": "_step_rows",
     "output frame (pandas)": "_frame",
@@ -209,10 +211,15 @@ def main() -> None:
     parser.add_argument("--forms", default="member,alive")
     parser.add_argument("--catch-up-batch", type=int, default=0,
                         help="events per batch of the job's capped catch-up (0: off)")
+    parser.add_argument("--known-stems", type=lambda text: parse_bool(text, "--known-stems",
+                                                                      default=True),
+                        default=True, help="on (default) or off: the state function's "
+                        "known_stems (off: every row is parsed, the twin)")
     args = parser.parse_args()
     print(f"machine: {describe_machine()}")
     print(f"fleet: {args.groups} groups x {args.clients} clients, 2 topics x {args.queues} "
-          f"queues, {args.shards} shards, --instant-ms {args.instant_ms}")
+          f"queues, {args.shards} shards, --instant-ms {args.instant_ms}, known stems "
+          f"{'on' if args.known_stems else 'off'}")
     keepalives = None
     if args.catch_up_batch:
         run_catch_up(args)
@@ -228,7 +235,8 @@ def run_form(args, form: str, keepalives: int | None) -> int:
     backlog, *steady = fleet_batches(args, form)
     if form == "member":
         keepalives = sum(json.loads(v)["type"] == "heartbeat" for b in steady for v in b)
-    apply_shard = sf.make_state_function(StepConfig(exact=False, instant_ms=args.instant_ms))
+    apply_shard = sf.make_state_function(StepConfig(exact=False, instant_ms=args.instant_ms),
+                                         known_stems=args.known_stems)
     states: dict[int, SparkKeyState] = {}
     elapsed, stages = run_batch(apply_shard, shard_frames(backlog, args.shards, 0), states, None)
     report("backlog", len(backlog), elapsed, stages, json_baseline(backlog))
@@ -251,7 +259,8 @@ def run_catch_up(args) -> None:
     delay = next(each.default for each in fields(JobConfig) if each.name == "watermark_delay_ms")
     print(f"-- the job's catch-up: {len(values):,} events in batches of {args.catch_up_batch:,}, "
           f"watermark the previous batch's newest event less {delay:,} ms")
-    apply_shard = sf.make_state_function(StepConfig(exact=False, instant_ms=args.instant_ms))
+    apply_shard = sf.make_state_function(StepConfig(exact=False, instant_ms=args.instant_ms),
+                                         known_stems=args.known_stems)
     states: dict[int, SparkKeyState] = {}
     watermark, total, summed = None, 0.0, defaultdict(float)
     for first in range(0, len(values), args.catch_up_batch):

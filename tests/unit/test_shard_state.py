@@ -38,15 +38,12 @@ from streaming.spark.state_function import (
     RefreshCache,
     make_state_function,
 )
+from tests.unit.fleet_strategies import ARRIVAL_MS, KEYS, UNROUTABLE, fleet_batches
 from tests.unit.spark_key_state import SparkKeyState
 from tests.unit.state_helpers import T0
-from tests.unit.step_strategies import CONFIG, kafka_event, rocketmq_event
+from tests.unit.step_strategies import CONFIG
 
 pytestmark = pytest.mark.unit
-
-KEYS = [GroupKey("rocketmq", "g"), GroupKey("kafka", "g"), GroupKey("rocketmq", "h"),
-        GroupKey("kafka", "k")]
-UNROUTABLE = GroupKey(UNROUTABLE_KEY, UNROUTABLE_KEY)
 
 
 KEPT = st.builds(Kept, st.integers(0, 2**32 - 1), st.integers(-2**63, 2**63 - 1),
@@ -130,46 +127,6 @@ FIELDS_OF_G = binascii.b2a_base64(struct.pack(">IIIIq", 5, 1, 0, 0, 5) + b"kafka
 def test_bytes_of_another_format_or_cut_short_are_refused(value):
     with pytest.raises(ShardFormatError):
         decode_shard(value)
-
-
-@st.composite
-def fleet_batches(draw):
-    """Batches of raw records (key, bytes) of several groups in arrival order, each batch with
-    its watermark (non-decreasing; None before the first); batches may be empty."""
-    keys = draw(st.lists(st.sampled_from(KEYS), min_size=1, max_size=4, unique=True))
-    nominal, records, heartbeats = T0, [], {}
-    for _ in range(draw(st.integers(1, 50))):
-        nominal += draw(st.sampled_from([0, 5, 50, 200, 700, 1_500]))
-        key = draw(st.sampled_from(keys))
-        lag = draw(st.sampled_from([0, 0, 10, 250]))
-        if key in heartbeats and draw(st.booleans()):   # a refresh: a client's facts again
-            event = {**draw(st.sampled_from(sorted(heartbeats[key].values(), key=str))),
-                     "ts": nominal - lag}
-        else:
-            event = draw((kafka_event if key.system == "kafka" else rocketmq_event)(nominal - lag))
-            event["group"] = key.group
-            if event["type"] == "heartbeat":
-                client = (event["client_id"], event.get("address"))
-                heartbeats.setdefault(key, {})[client] = event
-        choice = draw(st.integers(0, 14))
-        if choice == 0:     # valid envelope, invalid event: a dead letter under the group's key
-            event = {"type": "heartbeat", "ts": nominal, "group": key.group, "system": key.system}
-        records.append((key, json.dumps(event).encode()))
-        if choice == 1:
-            records.append((UNROUTABLE, b"{not json"))
-    cuts = sorted(draw(st.sets(st.integers(0, len(records)), max_size=8)))
-    bounds = [0, *cuts, len(records)]
-    batches, watermark = [], None
-    for start, end in zip(bounds, bounds[1:], strict=False):
-        if draw(st.booleans()):
-            watermark = max(watermark or T0, nominal - draw(st.sampled_from([5_000, 900, 0]))
-                            + draw(st.sampled_from([0, 2_000, 10_000])))
-        batches.append((records[start:end], watermark))
-    return batches
-
-
-# Kafka timestamps of the records: no event here is stamped ahead of its arrival.
-ARRIVAL_MS = 4_000_000_000_000
 
 
 def _shard_run(batches, shard_of) -> list[list[tuple]]:

@@ -600,16 +600,13 @@ class EventParser:
     def parse_stemmed(self, raw: bytes) -> tuple[list[Event] | Invalid, bytes | None]:
         """`parse`, and the text's stem when it has one: the text without its ts digits, the same
         for every text that parses to these events at another time (None: no such stem)."""
-        at = raw.find(b'"ts"')
-        match = _TS_MEMBER.match(raw, at) if at >= 0 else None
-        if match is None:
+        stamped = stem_and_ts(raw)
+        if stamped is None:
             return parse_event(raw), None
-        start, end = match.span(1)
-        key = raw[:start] + raw[end:]
-        ts = int(raw[start:end])
+        key, ts = stamped
         remembered = self._events.get(key)
         if remembered is None:
-            return self._parse_new(raw, at, key, ts)
+            return self._parse_new(raw, key, ts)
         # A hit passed the checks of _parse_new: the remembered text had "ts" once, the key is
         # that text without its ts digits, and digits add no quote nor bracket, so this text has
         # "ts" once too, with the same prefix, and differs at most in the digits and the
@@ -621,9 +618,10 @@ class EventParser:
                 return Invalid(rejected.reason, rejected.detail), None
         return [with_ts(event, ts) for event in remembered], key
 
-    def _parse_new(self, raw: bytes, at: int, key: bytes,
+    def _parse_new(self, raw: bytes, key: bytes,
                    ts: int) -> tuple[list[Event] | Invalid, bytes | None]:
         parsed = parse_event(raw)
+        at = raw.find(b'"ts"')
         if (raw.find(b'"ts"', at + 4) < 0 and _before_nesting(raw, at)
                 and not isinstance(parsed, Invalid) and parsed[0].ts == ts):
             if len(self._events) < self._max_entries or self._trimmed():
@@ -642,6 +640,19 @@ class EventParser:
         for key in list(itertools.islice(self._events, eighth)):
             del self._events[key]
         return True
+
+
+def stem_and_ts(raw: bytes) -> tuple[bytes, int] | None:
+    """The text's first "ts" member as an epoch-ms integer, cut out: the cache key of
+    `EventParser`, and the digits' value. Whether the key is a stem (a valid event's, with "ts"
+    once, before any nesting) is `EventParser.parse_stemmed`'s to say; a text whose key is one
+    parses to that stem's events at this time, when the time is in range."""
+    at = raw.find(b'"ts"')
+    match = _TS_MEMBER.match(raw, at) if at >= 0 else None
+    if match is None:
+        return None
+    start, end = match.span(1)
+    return raw[:start] + raw[end:], int(raw[start:end])
 
 
 def _before_nesting(raw: bytes, at: int) -> bool:

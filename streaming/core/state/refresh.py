@@ -257,7 +257,8 @@ class Refreshes:
     def keep(self, event: Event, offset: int) -> Kept | None:
         """The reference to keep for `event` if it is a refresh of this view (and nothing is
         kept yet), else None."""
-        return self._reference(event, offset) if event.ts < self.deadline else None
+        return (self._reference(event.ts, offset, None, event) if event.ts < self.deadline
+                else None)
 
     def keep_all(self, events: Iterable[tuple[Event, int]], watermark_ms: int | None,
                  kept: bytes, stems: Iterable[bytes | None] | None = None,
@@ -268,35 +269,56 @@ class Refreshes:
         cap; else None (the group steps). `stems`: each event's text without its time
         (EventParser.parse_stemmed), when known; an event whose stem restated a source before
         restates it again, and is not compared field by field."""
+        stemmed = (zip(events, stems, strict=True) if stems is not None
+                   else ((each, None) for each in events))
+        return self._kept_after(kept, watermark_ms, ((event.ts, offset, stem, event)
+                                                     for (event, offset), stem in stemmed))
+
+    def knows(self, stem: bytes) -> bool:
+        """Whether an event of this stem restated one of the view's sources."""
+        return stem in self._by_stem
+
+    def type_of(self, stem: bytes) -> str:
+        """The type of the events of a stem this view knows."""
+        return self._template(self._by_stem[stem]).type
+
+    def keep_stemmed(self, stamped: Iterable[tuple[bytes, int, int]], watermark_ms: int | None,
+                     kept: bytes) -> tuple[bytes, int] | None:
+        """`keep_all` for events given by their stem, time and offset alone, every stem one
+        that this view `knows`: the events themselves are never built."""
+        return self._kept_after(kept, watermark_ms, ((ts, offset, stem, None)
+                                                     for stem, ts, offset in stamped))
+
+    def _kept_after(self, kept: bytes, watermark_ms: int | None,
+                    items: Iterable[tuple[int, int, bytes | None, Event | None]],
+                    ) -> tuple[bytes, int] | None:
         renewal = self._renewed(kept)
         count = renewal.count
         if watermark_ms is not None and watermark_ms >= renewal.bound and (
                 watermark_ms >= renewal.deadline()):
             return None
         added: list[Kept] = []
-        stemmed = (zip(events, stems, strict=True) if stems is not None
-                   else ((each, None) for each in events))
-        for (event, offset), stem in stemmed:
-            expired = event.ts >= renewal.bound and event.ts >= renewal.deadline()
-            ref = None if expired else self._reference(event, offset, stem)
+        for ts, offset, stem, event in items:
+            expired = ts >= renewal.bound and ts >= renewal.deadline()
+            ref = None if expired else self._reference(ts, offset, stem, event)
             if ref is None or count + len(added) >= self.cap:
                 self._renewal = None        # it renewed what is not kept
                 return None
-            renewal.renew(self._renewed_by(ref.source), ref.ts)
+            renewal.renew(self._renewed_by(ref.source), ts)
             added.append(ref)
         if added:
             renewal.kept = kept + pack_kept(added, renewal.last)
             renewal.last, renewal.count = added[-1], count + len(added)
         return renewal.kept, renewal.deadline()
 
-    def _reference(self, event: Event, offset: int, stem: bytes | None = None) -> Kept | None:
-        ts = event.ts
+    def _reference(self, ts: int, offset: int, stem: bytes | None = None,
+                   event: Event | None = None) -> Kept | None:
         if not self.accepts or ts < self.now or (
                 self.last_pending is not None and (ts, offset) <= self.last_pending):
             return None
         source = self._by_stem.get(stem) if stem is not None else None
         if source is None:
-            source = self._source_restated(event)
+            source = None if event is None else self._source_restated(event)
             if source is None:
                 return None
             if stem is not None:

@@ -1,0 +1,131 @@
+"""A group whose rows all restate its view by their stems is kept without parsing them
+(state_function._keep_known): batch for batch, the same rows, counts and stored shards as the
+state function that parses every row (`known_stems=False`)."""
+
+import dataclasses
+import json
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from streaming.core.contract import COUNTS, DEAD_LETTER, METRICS, GroupKey
+from streaming.core.state.events import EventParser
+from streaming.spark import state_function
+from streaming.spark.state_function import ROUTED_COLUMNS, RefreshCache, make_state_function
+from tests.unit.fleet_strategies import ARRIVAL_MS, fleet_batches
+from tests.unit.spark_key_state import SparkKeyState
+from tests.unit.state_helpers import T0
+from tests.unit.step_strategies import CONFIG
+
+pytestmark = pytest.mark.unit
+
+# Sessions long enough for a steady group to keep its refreshes over several batches.
+KEEPING = dataclasses.replace(CONFIG, exact=False, session_timeout_ms=60_000)
+KEY = GroupKey("rocketmq", "steady")
+
+
+def _run(batches, known_stems: bool, monkeypatch) -> tuple[list, list]:
+    """Each batch through a state function of one shard, on worker caches of its own: the
+    rows it emits and the shard's stored value after each batch."""
+    monkeypatch.setattr(state_function, "_PARSER", EventParser())
+    monkeypatch.setattr(state_function, "_REFRESHES", RefreshCache())
+    function = make_state_function(KEEPING, known_stems=known_stems)
+    state, rows, values = SparkKeyState(), [], []
+    for records, watermark in batches:
+        arrived = [(*key, raw, offset, arrival[0] if arrival else ARRIVAL_MS, 0)
+                   for offset, (key, raw, *arrival) in enumerate(records)]
+        group_state = state.group_state(watermark, timed_out=not arrived)
+        frames = [pd.DataFrame(arrived, columns=list(ROUTED_COLUMNS))] if arrived else []
+        rows.append([(*row[:5], bytes(row[5])) for frame in function((0,), iter(frames), group_state)
+                     for row in frame.itertuples(index=False, name=None)])
+        state.keep(group_state)
+        values.append((state.value, state.timeout))
+    return rows, values
+
+
+@st.composite
+def steady_batches(draw):
+    """Groups that join, then restate themselves (heartbeats and routes again at later
+    times) with now and then a change, a late or duplicate event, a time the judge refuses
+    or a gap past the session timeout, cut into batches at random, each with a watermark."""
+    groups = draw(st.lists(st.sampled_from(["g", "h", "k"]), min_size=1, max_size=3,
+                           unique=True))
+    clients = {g: [f"c{n}" for n in range(draw(st.integers(1, 3)))] for g in groups}
+    nominal = T0
+    records = [(GroupKey("rocketmq", g), _route(nominal, g)) for g in groups]
+    records += [(GroupKey("rocketmq", g), _heartbeat(nominal, c, g))
+                for g in groups for c in clients[g]]
+    times = [nominal] * len(records)
+    for _ in range(draw(st.integers(1, 80))):
+        nominal += draw(st.sampled_from([0, 300, 1_000, 2_500] * 4 + [70_000]))
+        group = draw(st.sampled_from(groups))
+        ts = nominal + draw(st.sampled_from([0] * 12 + [-5_000, ARRIVAL_MS]))
+        if draw(st.integers(0, 5)) == 0:
+            raw = _route(ts, group, queues=draw(st.sampled_from([2] * 5 + [3])))
+        else:
+            raw = _heartbeat(ts, draw(st.sampled_from(clients[group])), group,
+                             topics=draw(st.sampled_from([["T"]] * 19 + [["T", "U"]])))
+        copies = draw(st.sampled_from([1, 1, 1, 2]))
+        records += [(GroupKey("rocketmq", group), raw)] * copies
+        times += [nominal] * copies
+    cuts = sorted(draw(st.sets(st.integers(1, len(records)), max_size=15)))
+    bounds = [0, *cuts, len(records)]
+    batches, watermark = [], None
+    for start, end in zip(bounds, bounds[1:], strict=False):
+        if draw(st.booleans()) and end > start:
+            watermark = max(watermark or T0,
+                            times[end - 1] - draw(st.sampled_from([10_000, 1_000])))
+        batches.append((records[start:end], watermark))
+    return batches
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(batches=st.one_of(steady_batches(), fleet_batches()))
+def test_known_stems_give_what_parsing_every_row_gives(batches, monkeypatch):
+    assert _run(batches, True, monkeypatch) == _run(batches, False, monkeypatch)
+
+
+def _route(ts: int, group: str, queues: int = 2) -> bytes:
+    return json.dumps({"type": "route", "ts": ts, "group": group, "topic": "T",
+                       "brokers": {"b": queues}}).encode()
+
+
+def _heartbeat(ts: int, client: str = "c1", group: str = KEY.group,
+               topics: list[str] | None = None) -> bytes:
+    return json.dumps({"type": "heartbeat", "ts": ts, "group": group, "client_id": client,
+                       "topics": topics or ["T"], "strategy": "AVG", "broker": "b"}).encode()
+
+
+def _steady_batches(*last: tuple) -> list:
+    """A group's join, two batches of its heartbeat again (the view learns the stem), then
+    `last` (records: the raw event and, if not ARRIVAL_MS, its Kafka timestamp)."""
+    return [([(KEY, _heartbeat(T0))], None), ([(KEY, _heartbeat(T0 + 100))], None),
+            ([(KEY, _heartbeat(T0 + 200))], None), ([(KEY, *record) for record in last], None)]
+
+
+def test_a_steady_groups_restating_rows_are_not_parsed(monkeypatch):
+    parsed = []
+    parse = state_function._worker_parse
+    monkeypatch.setattr(state_function, "_worker_parse",
+                        lambda raw: parsed.append(raw) or parse(raw))
+    rows, _ = _run(_steady_batches((_heartbeat(T0 + 300),), (_heartbeat(T0 + 400),)), True,
+                   monkeypatch)
+    assert not [row for row in rows[-1] if row[3] == METRICS]       # kept, not stepped
+    assert _heartbeat(T0 + 300) not in parsed and _heartbeat(T0 + 400) not in parsed
+    assert [json.loads(row[5])["events"] for row in rows[-1] if row[3] == COUNTS] == [
+        {"heartbeat": 2}]
+
+
+@pytest.mark.parametrize("record, reason", [
+    ((_heartbeat(T0 + 400), T0 + 400 - 400_000), "future_timestamp"),   # 400 s ahead of Kafka
+    ((_heartbeat(1),), "bad_timestamp"),
+])
+def test_a_known_stem_at_a_time_the_judge_refuses_is_a_dead_letter(record, reason, monkeypatch):
+    for known_stems in (True, False):
+        rows, _ = _run(_steady_batches((_heartbeat(T0 + 300),), record), known_stems,
+                       monkeypatch)
+        assert [(row[3], row[4]) for row in rows[-1] if row[3] == DEAD_LETTER] == [
+            (DEAD_LETTER, reason)]
