@@ -211,12 +211,14 @@ def _tune_worker_gc() -> None:
 
 def _rows_by_group(batches: Iterator[pd.DataFrame]) -> dict[GroupKey, list[tuple]]:
     """The shard's rows, (value, offset, arrival_ms, copy) in arrival order, by group."""
-    by_group = defaultdict(list)
+    by_key: defaultdict[tuple, list[tuple]] = defaultdict(list)
     for frame in batches:
-        columns = (frame[name].tolist() for name in ROUTED_COLUMNS)
-        for system, group, cluster, *row in zip(*columns, strict=True):
-            by_group[GroupKey(system, group, cluster)].append(row)
-    return by_group
+        system, group, cluster, *rest = (frame[name].tolist() for name in ROUTED_COLUMNS)
+        for key, row in zip(zip(system, group, cluster, strict=True), zip(*rest, strict=True),
+                            strict=True):
+            by_key[key].append(row)
+    # A GroupKey per group, not per row: it hashes and compares as the plain tuple.
+    return {GroupKey(*key): rows for key, rows in by_key.items()}
 
 
 def _stored_entries(state, counts: Counts) -> dict[GroupKey, ShardEntry]:
