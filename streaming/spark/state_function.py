@@ -239,12 +239,15 @@ def _keep_known(key: GroupKey, entries: dict, rows: list[tuple], watermark: int 
     knows by its stem (Refreshes.knows) and the group keeps them: the same entry and counts,
     and no output row, without parsing a row or building its events. False, with nothing
     done, for any other rows: a row the judge would not pass by its stem alone, a stem the
-    view does not know, or rows the group would not keep (it steps)."""
+    view does not know, or rows the group would not keep (it steps: found before any row is
+    read when its cap of kept refreshes would be passed)."""
     entry = entries.get(key)
     if entry is None:
         return False
     try:
         refreshes = cache.lookup(key, entry, config)
+        if refreshes.room(entry.kept) < len(rows):     # each row is one event of the group
+            return False
     except CodecError:
         return False
     stamped = []

@@ -12,8 +12,14 @@ from hypothesis import strategies as st
 
 from streaming.core.contract import COUNTS, DEAD_LETTER, METRICS, GroupKey
 from streaming.core.state.events import EventParser
+from streaming.core.state.refresh import kept_cap
 from streaming.spark import state_function
-from streaming.spark.state_function import ROUTED_COLUMNS, RefreshCache, make_state_function
+from streaming.spark.state_function import (
+    ROUTED_COLUMNS,
+    RecordJudge,
+    RefreshCache,
+    make_state_function,
+)
 from tests.unit.fleet_strategies import ARRIVAL_MS, fleet_batches
 from tests.unit.spark_key_state import SparkKeyState
 from tests.unit.state_helpers import T0
@@ -129,3 +135,23 @@ def test_a_known_stem_at_a_time_the_judge_refuses_is_a_dead_letter(record, reaso
                        monkeypatch)
         assert [(row[3], row[4]) for row in rows[-1] if row[3] == DEAD_LETTER] == [
             (DEAD_LETTER, reason)]
+
+
+def test_a_group_at_its_cap_steps_without_its_rows_cut_first(monkeypatch):
+    """Rows that would pass the group's cap of kept refreshes make it step: the state function
+    sees that from the count before it reads a row by its stem, and steps as the twin does."""
+    cap = kept_cap(KEY.group, 1)
+    ts = iter(range(T0 + 300, T0 + 300 + 100 * (cap + 2), 100))
+    filling = [(_heartbeat(next(ts)),) for _ in range(cap - 2)]
+    passing = [(_heartbeat(next(ts)),) for _ in range(3)]
+    batches = [*_steady_batches(*filling), ([(KEY, *record) for record in passing], None)]
+    cut = []
+    stemmed = RecordJudge.stemmed
+    monkeypatch.setattr(RecordJudge, "stemmed",
+                        lambda judge, value, arrival: cut.append(value) or stemmed(
+                            judge, value, arrival))
+    rows, values = _run(batches, True, monkeypatch)
+    assert [row[3] for row in rows[-2] if row[3] == METRICS] == []        # kept: 2 + cap - 2
+    assert [row[3] for row in rows[-1] if row[3] == METRICS] == [METRICS]  # 3 more: it steps
+    assert not set(cut) & {raw for raw, in passing}
+    assert (rows, values) == _run(batches, False, monkeypatch)

@@ -282,6 +282,10 @@ class Refreshes:
         """The type of the events of a stem this view knows."""
         return self._template(self._by_stem[stem]).type
 
+    def room(self, kept: bytes) -> int:
+        """How many more refreshes the group keeps beside `kept` before its cap makes it step."""
+        return self.cap - self._renewed(kept).count
+
     def keep_stemmed(self, stamped: Iterable[tuple[bytes, int, int]], watermark_ms: int | None,
                      kept: bytes) -> tuple[bytes, int] | None:
         """`keep_all` for events given by their stem, time and offset alone, every stem one
