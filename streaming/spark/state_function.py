@@ -304,6 +304,10 @@ class RecordJudge:
         self.max_clock_skew_ms = max_clock_skew_ms
         self._parse = parse
 
+    def _ahead(self, ts: int, arrival_ms: int) -> bool:
+        """Further ahead of the record's Kafka timestamp than --max-clock-skew-ms."""
+        return ts > arrival_ms + self.max_clock_skew_ms
+
     def stemmed(self, value: bytes | None, arrival_ms: int) -> tuple[bytes, int] | None:
         """The record's stem and time when `judge` would pass it by them alone (its size, and
         its time in range and not too far ahead) and its text has them (events.stem_and_ts);
@@ -311,8 +315,8 @@ class RecordJudge:
         if value is None or len(value) > self.max_event_bytes:
             return None
         stamped = stem_and_ts(bytes(value))
-        if stamped is None or not (MIN_TS_MS <= stamped[1] < MAX_TS_MS
-                                   and stamped[1] <= arrival_ms + self.max_clock_skew_ms):
+        if stamped is None or not MIN_TS_MS <= stamped[1] < MAX_TS_MS or self._ahead(
+                stamped[1], arrival_ms):
             return None
         return stamped
 
@@ -321,7 +325,7 @@ class RecordJudge:
         if len(raw) > self.max_event_bytes:
             return Invalid("oversized", ""), None
         parsed, stem = self._parse(raw)
-        if not isinstance(parsed, Invalid) and parsed[0].ts > arrival_ms + self.max_clock_skew_ms:
+        if not isinstance(parsed, Invalid) and self._ahead(parsed[0].ts, arrival_ms):
             return Invalid("future_timestamp", f"{parsed[0].ts - arrival_ms} ms ahead"), None
         return parsed, stem
 
