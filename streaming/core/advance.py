@@ -55,11 +55,15 @@ class Advanced(NamedTuple):
 def advance(entry: ShardEntry | None, events: Sequence[tuple[Event, int]],
             watermark_ms: int | None, config: StepConfig | None = None,
             refreshes_for: Callable[[ShardEntry], Refreshes] | None = None,
-            stems: Sequence[bytes | None] | None = None) -> Advanced:
+            stems: Sequence[bytes | None] | None = None,
+            fold_refreshes: bool = True) -> Advanced:
     """`refreshes_for(entry)` gives what the entry's blob's view takes as a refresh; by default
     it is decoded from the blob (the job caches it per worker, keyed by the blob's stored
     text, so a kept group's blob is never decoded); `stems`, each event's text without its time
-    when known (Refreshes.keep_all). A stored entry
+    when known (Refreshes.keep_all). When the group steps, the refreshes it kept are given to
+    the step as such (`stepped`'s `refreshes`: those before every new event go onto the view
+    at once); `fold_refreshes=False` steps them one by one among the events, the twin that
+    tests/unit/test_refresh_fold.py compares it with. A stored entry
     that cannot be read is never fatal: the group is rebuilt from the batch's events (gone if
     it has none), and `reset` says why.
 
@@ -72,28 +76,36 @@ def advance(entry: ShardEntry | None, events: Sequence[tuple[Event, int]],
     """
     config = config or StepConfig()
     try:
-        return _advance(entry, events, watermark_ms, config, refreshes_for, stems)
+        return _advance(entry, events, watermark_ms, config, refreshes_for, stems, fold_refreshes)
     except CodecError as error:
         if entry is None:
             raise
-        return _advance(None, events, watermark_ms, config, None, None)._replace(reset=error.cause)
+        return _advance(None, events, watermark_ms, config, None, None,
+                        fold_refreshes)._replace(reset=error.cause)
 
 
 def _advance(entry: ShardEntry | None, events: Sequence[tuple[Event, int]],
              watermark_ms: int | None, config: StepConfig,
              refreshes_for: Callable[[ShardEntry], Refreshes] | None,
-             stems: Sequence[bytes | None] | None) -> Advanced:
+             stems: Sequence[bytes | None] | None, fold_refreshes: bool) -> Advanced:
     if refreshes_for is None:
         def refreshes_for(entry: ShardEntry) -> Refreshes:
             return refreshes_of(entry.blob, config)
     if not config.exact and entry is not None and (events or entry.kept):
-        kept = refreshes_for(entry).keep_all(events, watermark_ms, entry.kept, stems)
-        if kept is not None:
-            return _kept(entry, kept)
+        view = refreshes_for(entry)
+        # Past its cap the group steps whatever the events are: they are not compared.
+        if view.room(entry.kept) >= len(events):
+            kept = view.keep_all(events, watermark_ms, entry.kept, stems)
+            if kept is not None:
+                return _kept(entry, kept)
     waiting = (refreshes_for(entry).events(unpack_kept(entry.kept))
                if entry and entry.kept else [])
-    output, refreshes = stepped(entry.blob if entry else None, [*waiting, *events],
-                                watermark_ms=watermark_ms, config=config)
+    if fold_refreshes:
+        output, refreshes = stepped(entry.blob if entry else None, events,
+                                    watermark_ms=watermark_ms, config=config, refreshes=waiting)
+    else:
+        output, refreshes = stepped(entry.blob if entry else None, [*waiting, *events],
+                                    watermark_ms=watermark_ms, config=config)
     if output.blob is None:
         return Advanced(None, output)
     return Advanced(ShardEntry.of(output.blob, timeout_after(output, watermark_ms)), output,

@@ -65,7 +65,7 @@ and no event at or behind it, emits none: the detail emitted last is still the g
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import NamedTuple
@@ -89,6 +89,7 @@ from streaming.core.state.group import (
     Change,
     GroupState,
     apply_event,
+    apply_restating,
     expire_next,
     forget_tombstones,
     next_deadline,
@@ -175,14 +176,21 @@ def step(blob: bytes | None, events: Sequence[tuple[Event, int]], *,
 
 
 def stepped(blob: bytes | None, events: Sequence[tuple[Event, int]], *,
-            watermark_ms: int | None = None, config: StepConfig = StepConfig()) -> Stepped:
+            watermark_ms: int | None = None, config: StepConfig = StepConfig(),
+            refreshes: Sequence[tuple[Event, int]] = ()) -> Stepped:
     """Decode (None = new group), apply, find, publish the transitions since the last step,
     encode. The full replay of the reorder window (`_replay_window`) is the definition; when
     the events all come after the stored view (`_following`), one of three shorter ways gives
     the same output and blob, by where the window's new lower edge falls: where it was
     (`_onto_view_edge_kept`), inside the new events (`_onto_view_edge_in_new_events`), or
     past some stored events only (`_onto_view_edge_past_window`). The differential property
-    tests (tests/unit/test_step_properties.py) check each against the full replay."""
+    tests (tests/unit/test_step_properties.py) check each against the full replay.
+
+    `refreshes`: events that the blob's view takes as refreshes, in the order they were kept
+    (streaming.core.state.refresh), stepped as if they were in `events`. Those that come
+    before every other event go onto the view at once (`apply_restating`), not one by one:
+    they restate it, and no session expires before any of them (tests/unit/
+    test_refresh_fold.py checks the step against the one given them in `events`)."""
     if blob is None:
         if not events:
             return Stepped(StepOutput(None, None, [], None), None)
@@ -191,7 +199,12 @@ def stepped(blob: bytes | None, events: Sequence[tuple[Event, int]], *,
         return _replay_window(Stored(state, [], LONG_AGO, {}, LONG_AGO), events, watermark_ms,
                               config, new_group=True)
     body = decode_body(blob)
-    following = None if config.exact else _following(body, events, watermark_ms, config)
+    if refreshes:
+        following = None if config.exact else _following(
+            body, [*refreshes, *events], watermark_ms, config, refreshes)
+        events = [*refreshes, *events]
+    else:
+        following = None if config.exact else _following(body, events, watermark_ms, config)
     if following is None:
         return _replay_window(body.stored(with_view=False), events, watermark_ms, config)
     if following.horizon == body.horizon:
@@ -269,15 +282,18 @@ def _replay_window(stored: Stored[GroupState], events: Sequence[tuple[Event, int
 
 class Following(NamedTuple):
     """A step whose events all come after the stored view: its events in (ts, offset) order,
-    the window's new lower edge and the time the step runs to."""
+    the window's new lower edge, the time the step runs to and how many of the first events
+    are refreshes of the view (`stepped`'s `refreshes`)."""
 
     events: list[tuple[Event, int]]
     horizon: int
     now: int
+    restating: int = 0
 
 
 def _following(body: StoredBody, events: Sequence[tuple[Event, int]], watermark_ms: int | None,
-               config: StepConfig) -> Following | None:
+               config: StepConfig,
+               refreshes: Sequence[tuple[Event, int]] = ()) -> Following | None:
     """Following when every event sorts after the stored window and at or after its `now` (and
     the view was kept with the same session timeout): then replaying the window would repeat,
     step for step, what the stored view already is (expiry runs deadline by deadline, so where
@@ -293,7 +309,22 @@ def _following(body: StoredBody, events: Sequence[tuple[Event, int]], watermark_
     settled_clock, settled_now = body.settled_clock_and_now()
     clock = max(settled_clock, last[0] if last is not None else settled_clock, new[-1][0].ts)
     horizon = _next_horizon(body.horizon, clock, watermark_ms, config)
-    return Following(new, horizon, _step_now(clock, watermark_ms, settled_now, body.now))
+    return Following(new, horizon, _step_now(clock, watermark_ms, settled_now, body.now),
+                     _leading(new, refreshes))
+
+
+def _leading(ordered: list[tuple[Event, int]], refreshes: Sequence[tuple[Event, int]]) -> int:
+    """How many of the ordered items, from the first, are among `refreshes` (the very items,
+    not equal ones)."""
+    if not refreshes:
+        return 0
+    marked = {id(item) for item in refreshes}
+    count = 0
+    for item in ordered:
+        if id(item) not in marked:
+            break
+        count += 1
+    return count
 
 
 def _onto_view_edge_kept(body: StoredBody, following: Following, config: StepConfig) -> Stepped:
@@ -315,9 +346,10 @@ def _onto_view_edge_in_new_events(body: StoredBody, following: Following,
     edge too, re-run for re-run what the view already is."""
     published = Cursor(body.now, body.now_offset)
     view = _publishing(_replay_of(body.view(), config), published)  # type: ignore[arg-type]  # _following: a view
-    pending = _settle(view, following.events, following.horizon)
+    pending = _settle(view, following.events, following.horizon, following.restating)
     settled_text = render_state(view.state)
-    _replay(view, pending, following.now)
+    settled = len(following.events) - len(pending)
+    _replay(view, pending, following.now, max(0, following.restating - settled))
     return _conclude(view, body.open_findings(), published,
                      Window(settled_text, pending, following.horizon))
 
@@ -344,7 +376,7 @@ def _onto_view(view_state: GroupState, following: Following, published: Cursor,
     `published`."""
     view = _publishing(_replay_of(view_state, config), published)
     forget_tombstones(view.state, following.horizon)
-    return _replay(view, following.events, following.now)
+    return _replay(view, following.events, following.now, following.restating)
 
 
 def _replay_of(state: GroupState, config: StepConfig) -> Replay:
@@ -417,12 +449,13 @@ def _step_now(clock: int, watermark_ms: int | None, *reached: int) -> int:
     return max(clock, watermark_ms or 0, *reached)
 
 
-def _settle(replay: Replay, items: list[tuple[Event, int]],
-            horizon: int) -> list[tuple[Event, int]]:
+def _settle(replay: Replay, items: list[tuple[Event, int]], horizon: int,
+            restating: int = 0) -> list[tuple[Event, int]]:
     """Apply the items (in order) before the window's lower edge and expire up to it: the state
-    becomes the settled state at `horizon`. Returns the items from the edge on."""
+    becomes the settled state at `horizon`. Returns the items from the edge on. `restating`:
+    as for `_replay`."""
     cut = next((i for i, (e, _) in enumerate(items) if e.ts >= horizon), len(items))
-    _replay(replay, items[:cut], horizon - 1)
+    _replay(replay, items[:cut], horizon - 1, min(restating, cut))
     forget_tombstones(replay.state, horizon)
     return items[cut:]
 
@@ -437,11 +470,19 @@ def _next_horizon(current: int, clock: int, watermark_ms: int | None, config: St
     return wanted if wanted >= current + window_ms else current
 
 
-def _replay(replay: Replay, items: Iterable[tuple[Event, int]], until: int) -> Replay:
+def _replay(replay: Replay, items: Sequence[tuple[Event, int]], until: int,
+            restating: int = 0) -> Replay:
     """Apply items in order, expiring sessions as event time passes, then expire up to until.
     The events of one instant are applied together, then the group reacts once, at the last
     of them that changed something (a poll's 100 joins are one re-run, not 100). A session
-    expiry inside an instant ends it: the group reacts to what came before, then expires."""
+    expiry inside an instant ends it: the group reacts to what came before, then expires.
+    The first `restating` items are refreshes of the state as the replay starts (`stepped`):
+    one by one they would change nothing, expire nothing and start no instant, only move
+    times, so they are applied at once (`state.now`, which they would move too, is read only
+    at the end, which moves it past them)."""
+    if restating:
+        apply_restating(replay.state, (event for event, _ in items[:restating]))
+        items = items[restating:]
     instant: _Instant | None = None
     per = replay.instant_ms
     for event, offset in items:

@@ -1,6 +1,7 @@
 """The hypothesis strategies of the step property tests (test_step_properties.py) and of the
-tests built on them (group detail, shard state, refresh deferral), and the config they all step
-with: events of one group ("g") of either system, and whole scenarios cut into batches."""
+tests built on them (group detail, shard state, refresh deferral and fold), and the config
+they all step with: events of one group ("g") of either system, and whole scenarios cut into
+batches."""
 
 from dataclasses import replace
 
@@ -162,3 +163,56 @@ def batches_of(case, watermark_shifts):
         batch = items[start:end]
         shift = watermark_shifts[index]
         yield batch, None if shift is None or not batch else max(e.ts for e, _ in batch) + shift
+
+
+@st.composite
+def steady_group(draw, reordered: bool = True, instant_ms: int = 1):
+    """Events of one group in arrival order, most of them refreshes (a client's or a route's
+    last facts again), the rest as step_strategies draws them; the cuts into batches, each
+    batch's watermark (at most the next batch's oldest event, or none) and a final watermark."""
+    make = kafka_event if draw(st.integers(0, 3)) == 0 else rocketmq_event
+    nominal, raws, last_facts = T0, [], {}
+    for _ in range(draw(st.integers(1, 60))):
+        nominal += draw(st.sampled_from([0, 0, 5, 50, 100, 200, 400]))
+        ts = nominal - (draw(st.sampled_from([0, 0, 0, 10, 120, 250])) if reordered else 0)
+        restated = draw(st.integers(0, 9)) if last_facts else 9
+        if restated < 2:      # an observer's alive: every member heard through one broker
+            event = _alive(draw, last_facts, ts, make is kafka_event)
+        elif restated < 7:
+            event = {**draw(st.sampled_from(sorted(last_facts.values(), key=str))), "ts": ts}
+        else:
+            event = draw(make(ts))
+            if event["type"] == "heartbeat":
+                last_facts[(event["client_id"], event.get("address"), event.get("broker"))] = event
+            elif event["type"] == "route":
+                last_facts[event["topic"]] = event
+        raws.append(event)
+    items = parsed(raws)
+    cuts = sorted(draw(st.sets(st.integers(1, max(1, len(items) - 1)), max_size=12)))
+    if not reordered:   # no cut inside one instant (step's documented condition)
+        cuts = [c for c in cuts if c < len(items)
+                and items[c][0].ts // instant_ms > items[c - 1][0].ts // instant_ms]
+    bounds = [0, *cuts, len(items)]
+    batches = []
+    for start, end in zip(bounds, bounds[1:], strict=False):
+        later = [event.ts for event, _ in items[end:]]
+        behind = draw(st.sampled_from([None, 1, 1, 200, 900]))
+        watermark = None if behind is None or not later else min(later) - behind
+        batches.append((items[start:end], watermark))
+    final = draw(st.sampled_from([None, nominal, nominal + 900, nominal + 5_000]))
+    batches[-1] = (batches[-1][0], final)
+    return batches
+
+
+def _alive(draw, last_facts: dict, ts: int, kafka: bool) -> dict:
+    heard = [e for e in last_facts.values() if e["type"] == "heartbeat"]
+    broker = draw(st.sampled_from(sorted({e.get("broker") for e in heard}, key=str) or [None]))
+    members = sorted({(e["client_id"], e.get("address")) for e in heard
+                      if broker is None or e.get("broker") == broker}, key=repr)
+    if members and draw(st.integers(0, 5)) == 0:      # one left out: not the view's alive
+        members.pop(draw(st.integers(0, len(members) - 1)))
+    event = {"type": "alive", "ts": ts, "group": "g",
+             "members": [[c, a] if a else [c] for c, a in members]}
+    if kafka:
+        event["system"] = "kafka"
+    return {**event, "broker": broker} if broker else event

@@ -20,7 +20,7 @@ of the state and their arguments, so a replay in (ts, offset) order is determini
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import TYPE_CHECKING, NamedTuple
@@ -226,6 +226,39 @@ def _apply_alive(state: GroupState, event: Alive) -> Change:
             member.last_seen = event.ts
         brokers_changed |= _note_broker(state, member, event)
     return BROKERS_ONLY if brokers_changed else NO_CHANGE
+
+
+def apply_restating(state: GroupState, events: Iterable[Event]) -> None:
+    """`apply_event` of each event, in order, when each restates the state (a refresh,
+    streaming.core.state.refresh: a member's heartbeat through a broker it uses, a route or an
+    `alive` of members held, at or after every time the state holds): each then changes no
+    fact and reports no change, and only moves the times it names up to its own. Who calls
+    this must know that no session expires before any of the events (a refresh's deadline)."""
+    clock = state.clock
+    members, routes = state.members, state.routes
+    for event in events:
+        ts = event.ts
+        if isinstance(event, Heartbeat):
+            _restated_at(members[(event.client_id, event.address or "")], event.broker, ts)
+        elif isinstance(event, Alive):
+            for key in event.members:
+                _restated_at(members[key], event.broker, ts)
+        elif isinstance(event, Route):
+            seen, queues = routes[event.topic]
+            if ts >= seen:
+                routes[event.topic] = (ts, queues)
+        else:
+            raise ValueError(f"an {event.type} event restates nothing")
+        if ts > clock:
+            clock = ts
+    state.clock = clock
+
+
+def _restated_at(member: Member, broker: str | None, ts: int) -> None:
+    if ts > member.last_seen:
+        member.last_seen = ts
+    if broker is not None and ts > member.brokers[broker]:
+        member.brokers[broker] = ts
 
 
 def _tombstoned(state: GroupState, key: MemberKey, ts: int) -> bool:
