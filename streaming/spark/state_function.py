@@ -156,7 +156,7 @@ def make_state_function(config: StepConfig, max_event_bytes: int = 1 << 20,
                         max_clock_skew_ms: int = 300_000, known_stems: bool = True):
     """config.exact: every raw event is parsed whole and every blob decoded for itself (no
     worker's cache), and `advance` keeps nothing. `known_stems`: a group whose rows all
-    restate its view by their stems alone keeps them without parsing them (_keep_known; off:
+    restate its view by their stems alone keeps them without parsing them (_from_stems; off:
     every row is parsed, the twin that tests/unit/test_known_stems.py compares it with)."""
     judge = RecordJudge(max_event_bytes, max_clock_skew_ms,
                         _parse_unstemmed if config.exact else _worker_parse)
@@ -169,9 +169,12 @@ def make_state_function(config: StepConfig, max_event_bytes: int = 1 << 20,
         entries = _stored_entries(state, counts)
         arrived = _rows_by_group(batches)
         for group_key in sorted(arrived):
-            if known_stems and refreshes is not None and _keep_known(
-                    group_key, entries, arrived[group_key], watermark, refreshes, config, judge,
-                    counts):
+            known = (_known_stems(entries.get(group_key), group_key, arrived[group_key],
+                                  refreshes, config, judge)
+                     if known_stems and refreshes is not None else None)
+            if known is not None:
+                rows += _from_stems(group_key, entries, arrived[group_key], known, watermark,
+                                    config, refreshes, counts)
                 stepped.add(group_key)
                 continue
             events, stems, dead = _decode(group_key, arrived[group_key], judge, counts)
@@ -232,39 +235,51 @@ def _stored_entries(state, counts: Counts) -> dict[GroupKey, ShardEntry]:
     return salvaged.entries
 
 
-def _keep_known(key: GroupKey, entries: dict, rows: list[tuple], watermark: int | None,
-                cache: RefreshCache, config: StepConfig, judge: RecordJudge,
-                counts: Counts) -> bool:
-    """What _decode and _advance do with the group's rows when each is a refresh its view
-    knows by its stem (Refreshes.knows) and the group keeps them: the same entry and counts,
-    and no output row, without parsing a row or building its events. False, with nothing
-    done, for any other rows: a row the judge would not pass by its stem alone, a stem the
-    view does not know, or rows the group would not keep (it steps: found before any row is
-    read when its cap of kept refreshes would be passed)."""
-    entry = entries.get(key)
+def _known_stems(entry: ShardEntry | None, key: GroupKey, rows: list[tuple],
+                 cache: RefreshCache, config: StepConfig, judge: RecordJudge,
+                 ) -> tuple[Refreshes, list[tuple[bytes, int, int]]] | None:
+    """The group's view's refreshes and each row's (stem, time, offset) when every row is a
+    refresh that the view knows by its stem (Refreshes.knows) and the judge would pass by its
+    stem alone; None for any other rows (they are parsed)."""
     if entry is None:
-        return False
+        return None
     try:
         refreshes = cache.lookup(key, entry, config)
-        if refreshes.room(entry.kept) < len(rows):     # each row is one event of the group
-            return False
     except CodecError:
-        return False
+        return None
     stamped = []
     for value, offset, arrival_ms, _ in rows:
         known = judge.stemmed(value, arrival_ms)
         if known is None or not refreshes.knows(known[0]):
-            return False
+            return None
         stamped.append((known[0], known[1], int(offset)))
-    advanced = keep_stemmed(entry, stamped, watermark, refreshes)
-    if advanced is None:
-        return False
-    entries[key] = advanced.entry
+    return refreshes, stamped
+
+
+def _from_stems(key: GroupKey, entries: dict, rows: list[tuple],
+                known: tuple[Refreshes, list[tuple[bytes, int, int]]], watermark: int | None,
+                config: StepConfig, cache: RefreshCache, counts: Counts) -> list[tuple]:
+    """What _decode and _advance do with rows that _known_stems knows, without parsing them:
+    the same entry, counts and output rows. A group that keeps them builds no event; one that
+    steps (its cap of kept refreshes, or a session they no longer renew) steps with each
+    row's event rebuilt from its view (Refreshes.restated), equal to the row's parse."""
+    refreshes, stamped = known
+    entry = entries[key]
     for (stem, _, _), (*_, copy) in zip(stamped, rows, strict=True):
         if copy == 0:
             counts.valid[refreshes.type_of(stem)] += 1
     counts.saw(key.cluster, max(ts for _, ts, _ in stamped))
-    return True
+    try:
+        room = refreshes.room(entry.kept)      # each row is one event of the group
+    except CodecError:
+        room = -1                               # advance resets the entry
+    advanced = keep_stemmed(entry, stamped, watermark, refreshes) if room >= len(rows) else None
+    if advanced is not None:
+        entries[key] = advanced.entry
+        return []
+    events = [(refreshes.restated(stem, ts), offset) for stem, ts, offset in stamped]
+    return _advance(key, entries, events, watermark, config, cache, counts,
+                    [stem for stem, _, _ in stamped])
 
 
 def _advance(key: GroupKey, entries: dict, events: list, watermark: int | None,

@@ -64,8 +64,9 @@ from tests.unit.spark_key_state import SparkKeyState
 STAGES = {                       # the state function's own helpers, timed where it calls them
     "rows (pandas -> lists)": "_rows_by_group",
     "parse (JSON + contract)": "_decode",
-    "kept by known stems (unparsed)": "_keep_known",
+    "stems of known rows (unparsed)": "_known_stems",
     "advance (the core)": "advance",
+    "known rows kept (the core)": "keep_stemmed",
     "output rows (JSON payloads)": "_step_rows",
     "output frame (pandas)": "_frame",
     "state read (shard entries)": "_stored_entries",

@@ -1,5 +1,6 @@
-"""A group whose rows all restate its view by their stems is kept without parsing them
-(state_function._keep_known): batch for batch, the same rows, counts and stored shards as the
+"""A group whose rows all restate its view by their stems is kept, or stepped with their
+events rebuilt from the view, without parsing them (state_function._known_stems,
+_from_stems): batch for batch, the same rows, counts and stored shards as the
 state function that parses every row (`known_stems=False`)."""
 
 import dataclasses
@@ -16,7 +17,6 @@ from streaming.core.state.refresh import kept_cap
 from streaming.spark import state_function
 from streaming.spark.state_function import (
     ROUTED_COLUMNS,
-    RecordJudge,
     RefreshCache,
     make_state_function,
 )
@@ -137,21 +137,23 @@ def test_a_known_stem_at_a_time_the_judge_refuses_is_a_dead_letter(record, reaso
             (DEAD_LETTER, reason)]
 
 
-def test_a_group_at_its_cap_steps_without_its_rows_cut_first(monkeypatch):
+def test_a_group_at_its_cap_steps_with_its_rows_rebuilt_not_parsed(monkeypatch):
     """Rows that would pass the group's cap of kept refreshes make it step: the state function
-    sees that from the count before it reads a row by its stem, and steps as the twin does."""
+    steps with each row's event rebuilt from the view by its stem, not parsed, as the twin
+    does with the parsed rows."""
     cap = kept_cap(KEY.group, 1)
     ts = iter(range(T0 + 300, T0 + 300 + 100 * (cap + 2), 100))
     filling = [(_heartbeat(next(ts)),) for _ in range(cap - 2)]
     passing = [(_heartbeat(next(ts)),) for _ in range(3)]
     batches = [*_steady_batches(*filling), ([(KEY, *record) for record in passing], None)]
-    cut = []
-    stemmed = RecordJudge.stemmed
-    monkeypatch.setattr(RecordJudge, "stemmed",
-                        lambda judge, value, arrival: cut.append(value) or stemmed(
-                            judge, value, arrival))
+    parsed = []
+    parse = state_function._worker_parse
+    monkeypatch.setattr(state_function, "_worker_parse",
+                        lambda raw: parsed.append(raw) or parse(raw))
     rows, values = _run(batches, True, monkeypatch)
     assert [row[3] for row in rows[-2] if row[3] == METRICS] == []        # kept: 2 + cap - 2
     assert [row[3] for row in rows[-1] if row[3] == METRICS] == [METRICS]  # 3 more: it steps
-    assert not set(cut) & {raw for raw, in passing}
+    assert not set(parsed) & {raw for raw, in passing}
+    assert [json.loads(row[5])["events"] for row in rows[-1] if row[3] == COUNTS] == [
+        {"heartbeat": 3}]
     assert (rows, values) == _run(batches, False, monkeypatch)

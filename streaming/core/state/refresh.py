@@ -282,6 +282,11 @@ class Refreshes:
         """The type of the events of a stem this view knows."""
         return self._template(self._by_stem[stem]).type
 
+    def restated(self, stem: bytes, ts: int) -> Event:
+        """The event of a stem this view knows, at `ts`: the event its text parses to (its
+        source's, which an event of the stem equalled)."""
+        return with_ts(self._template(self._by_stem[stem]), ts)
+
     def room(self, kept: bytes) -> int:
         """How many more refreshes the group keeps beside `kept` before its cap makes it step."""
         return self.cap - self._renewed(kept).count
