@@ -128,6 +128,9 @@ class RefreshCache:
         if entry is None or refreshes is None:
             self._by_group.pop(key, None)
             return
+        earlier = self._by_group.get(key)
+        if earlier is not None:
+            refreshes.learn_stems(earlier[1])
         self._by_group[key] = (entry.armoured, refreshes)
         self._by_group.move_to_end(key)
         if len(self._by_group) > self._max_groups:

@@ -125,6 +125,23 @@ def test_a_steady_groups_restating_rows_are_not_parsed(monkeypatch):
         {"heartbeat": 2}]
 
 
+def test_a_steady_groups_rows_after_a_step_are_still_known_by_their_stems(monkeypatch):
+    """A step that leaves a member's facts as they were (here a route's queues change) keeps
+    what the group knew of that member's stems: its next heartbeat is not parsed."""
+    parsed = []
+    parse = state_function._worker_parse
+    monkeypatch.setattr(state_function, "_worker_parse",
+                        lambda raw: parsed.append(raw) or parse(raw))
+    batches = [([(KEY, _route(T0, KEY.group)), (KEY, _heartbeat(T0))], None),
+               ([(KEY, _heartbeat(T0 + 100))], None),
+               ([(KEY, _route(T0 + 200, KEY.group, queues=3))], None),
+               ([(KEY, _heartbeat(T0 + 300))], None)]
+    rows, _ = _run(batches, True, monkeypatch)
+    assert [row[3] for row in rows[2] if row[3] == METRICS] == [METRICS]     # the step
+    assert _heartbeat(T0 + 100) in parsed and _heartbeat(T0 + 300) not in parsed
+    assert not [row for row in rows[3] if row[3] == METRICS]                 # kept
+
+
 @pytest.mark.parametrize("record, reason", [
     ((_heartbeat(T0 + 400), T0 + 400 - 400_000), "future_timestamp"),   # 400 s ahead of Kafka
     ((_heartbeat(1),), "bad_timestamp"),

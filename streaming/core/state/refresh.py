@@ -278,6 +278,24 @@ class Refreshes:
         """Whether an event of this stem restated one of the view's sources."""
         return stem in self._by_stem
 
+    def learn_stems(self, earlier: Refreshes) -> None:
+        """Know the stems that `earlier` (a view of the same group before a step) knew whose
+        source this view holds unchanged, at the same index: an event of such a stem restates
+        it here as it did there. A steady group's rows after a step are then known by their
+        stems, not parsed once more to learn them."""
+        if not earlier._by_stem:
+            return
+        mine, theirs = self.sources, earlier.sources
+        same: dict[int, bool] = {}
+        for stem, source in earlier._by_stem.items():
+            unchanged = same.get(source)
+            if unchanged is None:
+                unchanged = same[source] = (
+                    source < len(mine) and mine[source] == theirs[source]
+                    and self._template(source) == earlier._template(source))
+            if unchanged:
+                self._by_stem[stem] = source
+
     def type_of(self, stem: bytes) -> str:
         """The type of the events of a stem this view knows."""
         return self._template(self._by_stem[stem]).type
