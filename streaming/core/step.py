@@ -191,6 +191,7 @@ def stepped(blob: bytes | None, events: Sequence[tuple[Event, int]], *,
     before every other event go onto the view at once (`apply_restating`), not one by one:
     they restate it, and no session expires before any of them (tests/unit/
     test_refresh_fold.py checks the step against the one given them in `events`)."""
+    events = [*refreshes, *events] if refreshes else events
     if blob is None:
         if not events:
             return Stepped(StepOutput(None, None, [], None), None)
@@ -199,12 +200,8 @@ def stepped(blob: bytes | None, events: Sequence[tuple[Event, int]], *,
         return _replay_window(Stored(state, [], LONG_AGO, {}, LONG_AGO), events, watermark_ms,
                               config, new_group=True)
     body = decode_body(blob)
-    if refreshes:
-        following = None if config.exact else _following(
-            body, [*refreshes, *events], watermark_ms, config, refreshes)
-        events = [*refreshes, *events]
-    else:
-        following = None if config.exact else _following(body, events, watermark_ms, config)
+    following = None if config.exact else _following(body, events, watermark_ms, config,
+                                                     refreshes)
     if following is None:
         return _replay_window(body.stored(with_view=False), events, watermark_ms, config)
     if following.horizon == body.horizon:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from streaming.core.advance import advance
 from streaming.core.state.group import GroupState, apply_event, apply_restating
 from streaming.core.state.refresh import kept_cap
+from streaming.core.step import stepped
 from tests.unit.state_helpers import T0, hb, parsed, route
 from tests.unit.step_strategies import CONFIGS, steady_group
 
@@ -89,3 +90,8 @@ def test_restating_events_move_the_times_apply_event_moves_and_nothing_else():
     member = one.members[("c1", "")]
     assert (one.clock, member.last_seen, member.brokers, one.routes["T1"][0]) == (
         T0 + 9, T0 + 9, {"b1": T0 + 5}, T0 + 6)
+
+
+def test_refreshes_given_without_a_blob_are_stepped_as_events():
+    items = parsed([hb("c1", ["T1"], T0), route("T1", T0, brokers={"b1": 4})])
+    assert stepped(None, [], refreshes=items).output == stepped(None, items).output
