@@ -91,6 +91,7 @@ def _advance(entry: ShardEntry | None, events: Sequence[tuple[Event, int]],
     if refreshes_for is None:
         def refreshes_for(entry: ShardEntry) -> Refreshes:
             return refreshes_of(entry.blob, config)
+    view = None
     if not config.exact and entry is not None and (events or entry.kept):
         view = refreshes_for(entry)
         # Past its cap the group steps whatever the events are: they are not compared.
@@ -98,14 +99,14 @@ def _advance(entry: ShardEntry | None, events: Sequence[tuple[Event, int]],
             kept = view.keep_all(events, watermark_ms, entry.kept, stems)
             if kept is not None:
                 return _kept(entry, kept)
-    waiting = (refreshes_for(entry).events(unpack_kept(entry.kept))
-               if entry and entry.kept else [])
-    if fold_refreshes:
-        output, refreshes = stepped(entry.blob if entry else None, events,
-                                    watermark_ms=watermark_ms, config=config, refreshes=waiting)
-    else:
-        output, refreshes = stepped(entry.blob if entry else None, [*waiting, *events],
-                                    watermark_ms=watermark_ms, config=config)
+    waiting = []
+    if entry is not None and entry.kept:
+        view = view if view is not None else refreshes_for(entry)
+        waiting = view.events(unpack_kept(entry.kept))
+    if not fold_refreshes:
+        events, waiting = [*waiting, *events], []
+    output, refreshes = stepped(entry.blob if entry else None, events,
+                                watermark_ms=watermark_ms, config=config, refreshes=waiting)
     if output.blob is None:
         return Advanced(None, output)
     return Advanced(ShardEntry.of(output.blob, timeout_after(output, watermark_ms)), output,
