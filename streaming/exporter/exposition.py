@@ -2,10 +2,12 @@
 instead of formatting every sample again.
 
 prometheus_client formats each sample on every scrape. A fleet of 10,000 groups of 10 clients is
-about 250,000 series, and one scrape took 2.87 s (docs/benchmarks.md). Here prometheus_client
-itself renders a group's lines when what they show changes (the sink writes each batch's
-metrics); a scrape writes the groups' lines family by family, in the order RebalanceCollector
-yields them, in blocks joined again when one of their groups changed. Only the ages (of a
+about 250,000 series, and one scrape took 2.87 s (docs/benchmarks.md). Here a group's lines
+are rendered when what they show changes (the sink writes each batch's metrics), from the
+families RebalanceCollector yields, each sample line as generate_latest writes it but with the
+group's labels escaped once for all its families (`_sample_lines`). A scrape writes the
+groups' lines family by family, in the order RebalanceCollector yields them, in blocks joined
+again when one of their groups changed. Only the ages (of a
 conflict, of a KIP-848 hand-off) depend on the job's clock, so only the blocks with an open one
 are rendered at the scrape. The text is byte for byte what a registry with RebalanceCollector
 gives (tests/unit/test_exposition.py).
@@ -23,6 +25,8 @@ from dataclasses import dataclass, replace
 
 from prometheus_client import generate_latest
 from prometheus_client.core import Metric
+from prometheus_client.openmetrics import exposition as openmetrics
+from prometheus_client.utils import floatToGoString
 
 from streaming.core.contract import GroupKey, GroupMetrics
 from streaming.exporter.collector import AGE_FAMILIES, ClientSeriesPolicy, JobHealth, group_families
@@ -59,9 +63,72 @@ def _exposition(family: Metric) -> str:
     return _exposition_of([family])
 
 
-def _sample_lines(family: Metric) -> str:
-    """prometheus_client's text for a family's samples, without its HELP and TYPE lines."""
-    return _exposition(family).split("\n", 2)[2]
+def _sample_lines(family: Metric, escaped: dict | None = None) -> str:
+    """prometheus_client's text for a family's samples, without its HELP and TYPE lines:
+    generate_latest's own sample line, with each name and set of labels escaped once (by
+    prometheus_client's functions) and not for every sample. A group's labels recur in every
+    family of it, so `escaped` may be shared across them. A sample that generate_latest would
+    move into a family of its own (`_created`, `_gsum`, `_gcount`), or that carries a timestamp,
+    is refused: the group families have none (tests/unit/test_exposition.py)."""
+    if escaped is None:
+        escaped = {}
+    moved = _moved(family.name)
+    lines = []
+    for sample in family.samples:
+        if sample.timestamp is not None or sample.name in moved:
+            raise ValueError(f"{sample.name}: not a plain sample of {family.name}")
+        labels = tuple(sample.labels.items())
+        text = escaped.get(labels)
+        if text is None:
+            text = escaped[labels] = _label_text(sample.labels, escaped)
+        lines.append(f"{_metric_name(sample.name)}{text} {floatToGoString(sample.value)}\n")
+    return "".join(lines)
+
+
+# generate_latest's default escaping of names, and the samples it moves into families of their
+# own (prometheus_client.exposition.generate_latest).
+OPENMETRICS_SUFFIXES = ("_created", "_gsum", "_gcount")
+_NAMES: dict[tuple[str, str], str] = {}
+_MOVED: dict[str, frozenset[str]] = {}
+
+
+def _moved(name: str) -> frozenset[str]:
+    moved = _MOVED.get(name)
+    if moved is None:
+        moved = _MOVED[name] = frozenset(name + suffix for suffix in OPENMETRICS_SUFFIXES)
+    return moved
+
+
+def _metric_name(name: str) -> str:
+    escaped = _NAMES.get(("metric", name))
+    if escaped is None:
+        escaped = openmetrics.escape_metric_name(name, openmetrics.UNDERSCORES)
+        _NAMES[("metric", name)] = escaped
+    return escaped
+
+
+def _label_name(name: str) -> str:
+    escaped = _NAMES.get(("label", name))
+    if escaped is None:
+        escaped = openmetrics.escape_label_name(name, openmetrics.UNDERSCORES)
+        _NAMES[("label", name)] = escaped
+    return escaped
+
+
+def _label_text(labels: dict[str, str], escaped: dict) -> str:
+    """The `{...}` of a sample's line (empty without labels)."""
+    if not labels:
+        return ""
+    pairs = ",".join(f'{_label_name(key)}="{_label_value(value, escaped)}"'
+                     for key, value in sorted(labels.items()))
+    return f"{{{pairs}}}"
+
+
+def _label_value(value: str, escaped: dict) -> str:
+    text = escaped.get(value)
+    if text is None:
+        text = escaped[value] = openmetrics._escape(value, openmetrics.ALLOWUTF8, False)
+    return text
 
 
 @dataclass(frozen=True)
@@ -137,16 +204,10 @@ class GroupFamiliesText:
                     self._open_ages[index].add(metrics.key)
 
     def _render(self, shown: GroupMetrics) -> tuple[str, ...]:
-        """The group's lines, family by family, from one call of prometheus_client. Each family
-        starts where its HELP and TYPE lines are: a label value cannot hold them, since
-        prometheus_client escapes its newlines."""
-        text = _exposition_of(list(group_families([shown], JobHealth(), self._clients)))
-        starts = []
-        for family in self._families:
-            starts.append(text.index(family.header, starts[-1] if starts else 0))
-        ends = [*starts[1:], len(text)]
-        return tuple(text[start + len(family.header):end]
-                     for family, start, end in zip(self._families, starts, ends, strict=True))
+        """The group's lines, family by family, as prometheus_client writes them."""
+        escaped: dict = {}
+        return tuple(_sample_lines(family, escaped)
+                     for family in group_families([shown], JobHealth(), self._clients))
 
     def remove(self, key: GroupKey) -> None:
         with self._lock:

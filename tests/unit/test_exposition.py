@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from streaming.common.listener import bind_family
 from streaming.core.contract import GroupKey
@@ -22,6 +23,7 @@ from streaming.exporter import (
     RebalanceCollector,
     SnapshotStore,
 )
+from streaming.exporter.exposition import _Families, _sample_lines
 from streaming.exporter.server import metrics_app
 from tests.unit.state_helpers import group_metrics
 
@@ -102,6 +104,30 @@ def test_the_served_text_equals_prometheus_clients_after_any_changes(policy, ops
     expected = generate_latest(reference(store, policy).restricted_registry(names)) if names \
         else generate_latest(reference(store, policy))
     assert scrape(app, query) == expected
+
+
+label_names = st.lists(st.sampled_from(["group", "topic", "a.b", "ünï", "le", "_x"]),
+                       unique=True, max_size=3)
+values = st.floats(allow_nan=True, allow_infinity=True) | st.integers(-5, 5).map(float)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.booleans(), label_names, st.data())
+def test_a_familys_lines_are_generate_latests_without_its_help_and_type(counter, names, data):
+    kind = CounterMetricFamily if counter else GaugeMetricFamily
+    family = kind("rebalance_x", "doc", labels=names)
+    for _ in range(data.draw(st.integers(0, 4))):
+        family.add_metric(data.draw(st.lists(label_text, min_size=len(names),
+                                             max_size=len(names))), data.draw(values))
+    expected = generate_latest(_Families([family])).decode().split("\n", 2)[2]
+    assert _sample_lines(family, {}) == expected
+
+
+def test_a_sample_generate_latest_would_move_is_refused():
+    family = CounterMetricFamily("rebalance_x", "doc", labels=["group"])
+    family.add_metric(["g"], 1.0, created=5.0)
+    with pytest.raises(ValueError, match="rebalance_x_created"):
+        _sample_lines(family)
 
 
 def test_an_open_handoffs_age_follows_the_jobs_clock_at_each_scrape():
