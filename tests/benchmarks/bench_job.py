@@ -16,6 +16,13 @@ and the project's embedded reader, measured in one run. For each:
 4. with --operator-floor: the same query with an empty state function, on its own checkpoint:
    what applyInPandasWithState itself costs here.
 
+The catch-up after an outage (`--down-after S`): the job processes the fleet's first S seconds,
+stops, and starts again, in a new Spark session, on its checkpoint once the fleet has run on to
+--duration; the raw read is of that backlog alone, in the same run (steps 1 and 2 for it):
+
+    python -m tests.benchmarks.bench_job --groups 10000 --clients 10 --queues 8 --duration 900 \
+        --down-after 300 --raw-reads 3 --probes 0 --sources kafka
+
 Fleet scale (`--fleet-seconds N`): instead of a fixed background rate, the fleet's heartbeats go
 on at its real rate (each event produced when the wall clock reaches its event time, so the rate
 is the scenario's own) for N seconds, with the probes spread through it. The fleet's events
@@ -62,10 +69,13 @@ def steady(args, seed: int = 1) -> Steady:
                   duration_ms=args.duration * 1000, seed=seed)
 
 
-def raw_read_rate(bootstrap: str, topic: str, partitions: int, expected: int) -> float:
+def raw_read_rate(bootstrap: str, topic: str, partitions: int, expected: int,
+                  start: dict[int, int] | None = None) -> float:
+    """A plain consumer's events/s over the topic (from `start`, by partition: from 0)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"raw-{uuid.uuid4()}",
                          "enable.auto.commit": False, "fetch.max.bytes": 52_428_800})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    consumer.assign([TopicPartition(topic, p, (start or {}).get(p, 0))
+                     for p in range(partitions)])
     started, count = time.perf_counter(), 0
     while count < expected:
         count += sum(1 for m in consumer.consume(10_000, timeout=1.0) if not m.error())
@@ -93,6 +103,28 @@ class Backlog:
         for key, value in self._events:
             self.world_start += _event_ts(value) < start_end
             yield key, value
+
+
+class Outage:
+    """The world's events cut at an event time: those before it, which the job processed before
+    it went down, then the rest, the backlog it finds when it starts again."""
+
+    def __init__(self, events: Iterator[tuple[bytes, bytes]], down_ms: int) -> None:
+        self._events = events
+        self._down_ms = down_ms
+        self._first_after: tuple[bytes, bytes] | None = None
+
+    def before(self) -> Iterator[tuple[bytes, bytes]]:
+        for key, value in self._events:
+            if _event_ts(value) >= self._down_ms:
+                self._first_after = (key, value)
+                return
+            yield key, value
+
+    def after(self) -> Iterator[tuple[bytes, bytes]]:
+        if self._first_after is not None:
+            yield self._first_after
+        yield from self._events
 
 
 def throughput(query, expected: int,
@@ -316,11 +348,13 @@ class BatchLog(StreamingQueryListener):
 
 def run(bootstrap: str, args, source: str) -> None:
     from streaming.common.topics import create_topic
-    from streaming.spark.config import JobConfig
     from streaming.spark.job import Monitor, build_session
 
     topic = f"bench.job.{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, topic, partitions=args.partitions)
+    if args.down_after:
+        run_outage(bootstrap, args, source, topic)
+        return
     backlog = Backlog(steady(args).run_encoded())
     loaded, failed = produce(backlog, bootstrap, topic, RateLimit(None))
     assert failed == 0, f"{failed} events not delivered"
@@ -336,12 +370,7 @@ def run(bootstrap: str, args, source: str) -> None:
           f"{', '.join(f'{r:,.0f}' for r in reads)})")
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-job-"))
-    config = JobConfig(bootstrap_servers=bootstrap, topic=topic, source=source,
-                       checkpoint=str(workdir / "checkpoint"), metrics_host="127.0.0.1",
-                       metrics_port=0, trigger_interval_ms=args.trigger_ms,
-                       max_offsets_per_trigger=args.max_offsets, shuffle_partitions=args.shuffle,
-                       reorder_window_ms=args.reorder_window_ms, state_shards=args.state_shards,
-                       instant_ms=args.instant_ms)
+    config = job_config(bootstrap, topic, source, workdir, args)
     spark = build_session(config, master="local[2]")
     spark.sparkContext.setLogLevel("ERROR")
     batch_log = BatchLog()
@@ -377,6 +406,87 @@ def run(bootstrap: str, args, source: str) -> None:
                       f"{floor_running / raw:.2f}")
     finally:
         spark.stop()
+
+
+def job_config(bootstrap: str, topic: str, source: str, workdir: Path, args):
+    from streaming.spark.config import JobConfig
+
+    return JobConfig(bootstrap_servers=bootstrap, topic=topic, source=source,
+                     checkpoint=str(workdir / "checkpoint"), metrics_host="127.0.0.1",
+                     metrics_port=0, trigger_interval_ms=args.trigger_ms,
+                     max_offsets_per_trigger=args.max_offsets, shuffle_partitions=args.shuffle,
+                     reorder_window_ms=args.reorder_window_ms, state_shards=args.state_shards,
+                     instant_ms=args.instant_ms)
+
+
+def run_outage(bootstrap: str, args, source: str, topic: str) -> None:
+    """--down-after S: the catch-up after an outage of the job, as an operator has it. The job
+    processes the fleet's first S seconds and stops; the fleet goes on for the rest of
+    --duration while it is down; the job starts again, in a new Spark session (new JVM state,
+    new Python workers, as a restarted job has), on its checkpoint and catches up. The raw
+    read is of the same backlog (from the offsets the job stopped at), in the same run."""
+    from streaming.spark.job import Monitor, build_session
+
+    outage = Outage(steady(args).run_encoded(), DEFAULT_EPOCH_MS + args.down_after * 1000)
+    up, failed = produce(outage.before(), bootstrap, topic, RateLimit(None))
+    assert failed == 0, f"{failed} events not delivered"
+    workdir = Path(tempfile.mkdtemp(prefix="bench-job-"))
+    config = job_config(bootstrap, topic, source, workdir, args)
+    spark = build_session(config, master="local[2]")
+    spark.sparkContext.setLogLevel("ERROR")
+    monitor = Monitor(config, spark)
+    monitor.start()
+    started = time.perf_counter()
+    try:
+        monitor.query.processAllAvailable()
+        print(f"== source {source}, an outage after {args.down_after} s of the fleet")
+        print(f"before the outage: {up:,} events processed in {time.perf_counter() - started:.1f} "
+              f"s, {len(_with_rows(monitor.query.recentProgress))} batches")
+    finally:
+        monitor.stop()
+        spark.stop()
+    start = _end_offsets(bootstrap, topic, args.partitions)
+    backlog, failed = produce(outage.after(), bootstrap, topic, RateLimit(None))
+    assert failed == 0, f"{failed} events not delivered"
+    reads = [raw_read_rate(bootstrap, topic, args.partitions, backlog, start)
+             for _ in range(args.raw_reads)]
+    raw = max(reads)
+    print(f"workload: {args.groups} groups x {args.clients} clients, 2 topics x {args.queues} "
+          f"queues; the outage's backlog: {backlog:,} events ({args.duration - args.down_after} "
+          f"s of the fleet) in {args.partitions} partitions")
+    print(f"raw read of the backlog (plain confluent-kafka consumer): {raw:,.0f} events/s (best "
+          f"of {', '.join(f'{r:,.0f}' for r in reads)})")
+    spark = build_session(config, master="local[2]")
+    spark.sparkContext.setLogLevel("ERROR")
+    monitor = Monitor(config, spark)
+    started = time.perf_counter()
+    monitor.start()
+    try:
+        monitor.query.processAllAvailable()
+        elapsed = time.perf_counter() - started
+        progress = _with_rows(monitor.query.recentProgress)
+        print(f"catch-up after the outage: {backlog / elapsed:,.0f} events/s from the job's "
+              f"start to caught up ({elapsed:.1f} s; ratio to raw read "
+              f"{backlog / elapsed / raw:.2f}); {_rate(progress):,.0f} events/s over its "
+              f"{len(progress)} batches (ratio {_rate(progress) / raw:.2f})")
+        print_phases("catch-up batches", progress)
+        print_stages(spark)
+    finally:
+        monitor.stop()
+        spark.stop()
+
+
+def _with_rows(progress: list[dict]) -> list[dict]:
+    return [p for p in progress if p["numInputRows"] > 0]
+
+
+def _end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"raw-{uuid.uuid4()}"})
+    try:
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                for p in range(partitions)}
+    finally:
+        consumer.close()
 
 
 def operator_floor(spark, config, checkpoint: Path, expected: int, world_start: int,
@@ -648,12 +758,19 @@ def main() -> None:
     parser.add_argument("--fleet-seconds", type=int, default=0,
                         help="run the fleet at its real rate this long after the backlog "
                              "(instead of --background-rate), with the probes spread through it")
+    parser.add_argument("--down-after", type=int, default=0,
+                        help="measure the catch-up after an outage of the job that began this "
+                             "many seconds into the fleet's --duration (0: the job reads the "
+                             "whole --duration as one backlog from the world's start)")
     parser.add_argument("--sources", default="kafka,embedded",
                         help="the job's sources, comma-separated, measured one after the other")
     args = parser.parse_args()
     sources = [s.strip() for s in args.sources.split(",") if s.strip()]
     if not sources or set(sources) - {"kafka", "embedded"}:
         parser.error(f"--sources: kafka and/or embedded, got {args.sources!r}")
+    if not 0 <= args.down_after < args.duration:
+        parser.error(f"--down-after: 0 or less than --duration ({args.duration}), got "
+                     f"{args.down_after}")
     print("machine:", describe_machine())
     with start_broker() as bootstrap:
         for source in sources:
