@@ -107,7 +107,13 @@ class Backlog:
 
 class Outage:
     """The world's events cut at an event time: those before it, which the job processed before
-    it went down, then the rest, the backlog it finds when it starts again."""
+    it went down, then the rest, the backlog it finds when it starts again.
+
+        >>> events = iter([(b"g", b'{"ts":%d,"type":"route"}' % ts) for ts in (1, 4, 5, 7)])
+        >>> outage = Outage(events, down_ms=5)
+        >>> [_event_ts(v) for _, v in outage.before()], [_event_ts(v) for _, v in outage.after()]
+        ([1, 4], [5, 7])
+    """
 
     def __init__(self, events: Iterator[tuple[bytes, bytes]], down_ms: int) -> None:
         self._events = events
