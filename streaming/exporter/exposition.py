@@ -19,6 +19,7 @@ gives (tests/unit/test_exposition.py).
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Collection
 from dataclasses import dataclass, replace
@@ -86,33 +87,23 @@ def _sample_lines(family: Metric, escaped: dict | None = None) -> str:
 
 
 # generate_latest's default escaping of names, and the samples it moves into families of their
-# own (prometheus_client.exposition.generate_latest).
+# own (prometheus_client.exposition.generate_latest). The names are the families' own: few.
 OPENMETRICS_SUFFIXES = ("_created", "_gsum", "_gcount")
-_NAMES: dict[tuple[str, str], str] = {}
-_MOVED: dict[str, frozenset[str]] = {}
 
 
+@functools.cache
 def _moved(name: str) -> frozenset[str]:
-    moved = _MOVED.get(name)
-    if moved is None:
-        moved = _MOVED[name] = frozenset(name + suffix for suffix in OPENMETRICS_SUFFIXES)
-    return moved
+    return frozenset(name + suffix for suffix in OPENMETRICS_SUFFIXES)
 
 
+@functools.cache
 def _metric_name(name: str) -> str:
-    escaped = _NAMES.get(("metric", name))
-    if escaped is None:
-        escaped = openmetrics.escape_metric_name(name, openmetrics.UNDERSCORES)
-        _NAMES[("metric", name)] = escaped
-    return escaped
+    return openmetrics.escape_metric_name(name, openmetrics.UNDERSCORES)
 
 
+@functools.cache
 def _label_name(name: str) -> str:
-    escaped = _NAMES.get(("label", name))
-    if escaped is None:
-        escaped = openmetrics.escape_label_name(name, openmetrics.UNDERSCORES)
-        _NAMES[("label", name)] = escaped
-    return escaped
+    return openmetrics.escape_label_name(name, openmetrics.UNDERSCORES)
 
 
 def _label_text(labels: dict[str, str], escaped: dict) -> str:
