@@ -777,6 +777,9 @@ def main() -> None:
     if not 0 <= args.down_after < args.duration:
         parser.error(f"--down-after: 0 or less than --duration ({args.duration}), got "
                      f"{args.down_after}")
+    if args.down_after and (args.probes or args.fleet_seconds or args.operator_floor):
+        parser.error("--down-after measures the catch-up alone: give --probes 0, and neither "
+                     "--fleet-seconds nor --operator-floor")
     print("machine:", describe_machine())
     with start_broker() as bootstrap:
         for source in sources:
