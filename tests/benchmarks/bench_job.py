@@ -354,7 +354,7 @@ class BatchLog(StreamingQueryListener):
 
 def run(bootstrap: str, args, source: str) -> None:
     from streaming.common.topics import create_topic
-    from streaming.spark.job import Monitor, build_session
+    from streaming.spark.job import Monitor
 
     topic = f"bench.job.{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, topic, partitions=args.partitions)
@@ -364,21 +364,15 @@ def run(bootstrap: str, args, source: str) -> None:
     backlog = Backlog(steady(args).run_encoded())
     loaded, failed = produce(backlog, bootstrap, topic, RateLimit(None))
     assert failed == 0, f"{failed} events not delivered"
-    # The best of several reads: this machine's timing noise is about 15 %, and the fastest
-    # baseline makes the ratio the hardest to meet.
-    reads = [raw_read_rate(bootstrap, topic, args.partitions, loaded)
-             for _ in range(args.raw_reads)]
-    raw = max(reads)
+    raw, reads = best_raw_read(bootstrap, topic, args, loaded)
     print(f"== source {source}")
     print(f"workload: {args.groups} groups x {args.clients} clients, 2 topics x {args.queues} "
           f"queues, {loaded:,} events in {args.partitions} partitions")
-    print(f"raw read (plain confluent-kafka consumer): {raw:,.0f} events/s (best of "
-          f"{', '.join(f'{r:,.0f}' for r in reads)})")
+    print(f"raw read (plain confluent-kafka consumer): {raw:,.0f} events/s ({reads})")
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-job-"))
     config = job_config(bootstrap, topic, source, workdir, args)
-    spark = build_session(config, master="local[2]")
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_session(config)
     batch_log = BatchLog()
     spark.streams.addListener(batch_log)
     monitor = Monitor(config, spark)
@@ -414,6 +408,25 @@ def run(bootstrap: str, args, source: str) -> None:
         spark.stop()
 
 
+def best_raw_read(bootstrap: str, topic: str, args, expected: int,
+                  start: dict[int, int] | None = None) -> tuple[float, str]:
+    """The best of --raw-reads plain reads, and each read's rate as text. The best: this
+    machine's timing noise is about 15 %, and the fastest baseline makes the ratio the hardest
+    to meet."""
+    reads = [raw_read_rate(bootstrap, topic, args.partitions, expected, start)
+             for _ in range(args.raw_reads)]
+    return max(reads), f"best of {', '.join(f'{r:,.0f}' for r in reads)}"
+
+
+def local_session(config):
+    """The job's Spark session as the benchmark runs it: local[2], Spark's own log quiet."""
+    from streaming.spark.job import build_session
+
+    spark = build_session(config, master="local[2]")
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
 def job_config(bootstrap: str, topic: str, source: str, workdir: Path, args):
     from streaming.spark.config import JobConfig
 
@@ -431,15 +444,14 @@ def run_outage(bootstrap: str, args, source: str, topic: str) -> None:
     --duration while it is down; the job starts again, in a new Spark session (new JVM state,
     new Python workers, as a restarted job has), on its checkpoint and catches up. The raw
     read is of the same backlog (from the offsets the job stopped at), in the same run."""
-    from streaming.spark.job import Monitor, build_session
+    from streaming.spark.job import Monitor
 
     outage = Outage(steady(args).run_encoded(), DEFAULT_EPOCH_MS + args.down_after * 1000)
     up, failed = produce(outage.before(), bootstrap, topic, RateLimit(None))
     assert failed == 0, f"{failed} events not delivered"
     workdir = Path(tempfile.mkdtemp(prefix="bench-job-"))
     config = job_config(bootstrap, topic, source, workdir, args)
-    spark = build_session(config, master="local[2]")
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_session(config)
     monitor = Monitor(config, spark)
     monitor.start()
     started = time.perf_counter()
@@ -454,16 +466,13 @@ def run_outage(bootstrap: str, args, source: str, topic: str) -> None:
     start = _end_offsets(bootstrap, topic, args.partitions)
     backlog, failed = produce(outage.after(), bootstrap, topic, RateLimit(None))
     assert failed == 0, f"{failed} events not delivered"
-    reads = [raw_read_rate(bootstrap, topic, args.partitions, backlog, start)
-             for _ in range(args.raw_reads)]
-    raw = max(reads)
+    raw, reads = best_raw_read(bootstrap, topic, args, backlog, start)
     print(f"workload: {args.groups} groups x {args.clients} clients, 2 topics x {args.queues} "
           f"queues; the outage's backlog: {backlog:,} events ({args.duration - args.down_after} "
           f"s of the fleet) in {args.partitions} partitions")
-    print(f"raw read of the backlog (plain confluent-kafka consumer): {raw:,.0f} events/s (best "
-          f"of {', '.join(f'{r:,.0f}' for r in reads)})")
-    spark = build_session(config, master="local[2]")
-    spark.sparkContext.setLogLevel("ERROR")
+    print(f"raw read of the backlog (plain confluent-kafka consumer): {raw:,.0f} events/s "
+          f"({reads})")
+    spark = local_session(config)
     monitor = Monitor(config, spark)
     started = time.perf_counter()
     monitor.start()
