@@ -77,7 +77,7 @@ from streaming.spark.checkpoint_layout import (
 )
 from streaming.spark.config import JobConfig
 from streaming.spark.parse import route_events, with_watermark_keeping_late_rows
-from streaming.spark.sinks import AfterRestore, BatchSink, counters_path
+from streaming.spark.sinks import BatchSink, counters_path
 from streaming.spark.source import SourceConfig, read_event_stream
 from streaming.spark.source_probe import SourceProbe
 from streaming.spark.state_function import OUTPUT_SCHEMA, STATE_SCHEMA, make_state_function
@@ -338,37 +338,19 @@ class Monitor:
         self.query: StreamingQuery | None = None
         self.layout = StateLayout(self.config.state_shards or DEFAULT_SHARDS)  # start() checks it
         self._sink: BatchSink | None = None
-        self._gate = AfterRestore()
-        self._listener: ProgressListener | None = None
 
     def _group_families(self, names) -> tuple[bytes, ...]:
         return self.scrape_text.served(self.prerender.latest, names)
 
     def start(self) -> None:
         """Raises CheckpointLayoutError, before serving anything, on a checkpoint of another
-        state layout. The query starts before the restore from the checkpoint, so that its first
-        batch reads and steps meanwhile (a restart's backlog is what the restore delays); its
-        sink waits for the restore (AfterRestore). `--exact`: the restore first (the twin)."""
+        state layout."""
         checkpoint = self.config.checkpoint
         self.layout = check_layout(
             HadoopTextFile(self.spark, layout_path(checkpoint)), checkpoint,
             has_progress=hadoop_path_exists(self.spark, checkpoint_child(checkpoint, "offsets")),
             shards=ONE_GROUP_PER_SHARD if self.config.exact else self.config.state_shards)
         self.config = replace(self.config, state_shards=self.layout.shards)
-        if not self.config.exact:
-            self.query = self._start_query()
-        try:
-            self._restore_and_serve(checkpoint)
-        except BaseException:
-            self._gate.abandon()
-            if self.query is not None:
-                _quietly(self.query.stop)
-            raise
-        self._gate.open(self._sink)
-        if self.query is None:
-            self.query = self._start_query()
-
-    def _restore_and_serve(self, checkpoint: str) -> None:
         restored = restore_snapshots(self.spark, checkpoint, self.store,
                                      self.config.step_config())
         counters = HadoopTextFile(self.spark, counters_path(self.config.checkpoint))
@@ -385,9 +367,10 @@ class Monitor:
                  self.layout.shards, self.layout.shard_keys)
         self._listener = ProgressListener(self.store, self._sink, QUERY_NAME, self.config.exact)
         self.spark.streams.addListener(self._listener)
+        self.query = self._start_query()
 
     def _start_query(self) -> StreamingQuery:
-        return start_query(self.spark, self.config, self._gate,
+        return start_query(self.spark, self.config, self._sink,
                            in_outage=self.source_probe.down, shard_keys=self.layout.keys())
 
     def _batch_completed(self) -> None:
@@ -447,8 +430,7 @@ class Monitor:
         calls into it then fail, which is expected and not reported."""
         if self.query is not None:
             _quietly(self.query.stop)
-            if self._listener is not None:
-                _quietly(self.spark.streams.removeListener, self._listener)
+            _quietly(self.spark.streams.removeListener, self._listener)
         self.source_probe.stop(timeout_s=1.0)
         if self._sink is not None:
             self._sink.close(FLUSH_ON_STOP_S)

@@ -74,46 +74,6 @@ class JobCounters:
         file.write(json.dumps(self.__dict__))
 
 
-class RestoreAbandoned(RuntimeError):
-    """The restore from the checkpoint failed: the batch that waited for it is not applied."""
-
-
-class AfterRestore:
-    """The query's foreachBatch function: the sink, once the driver has filled /metrics and the
-    group pages from the checkpoint (Monitor.start). The query's first batch reads and steps
-    while the driver restores; its groups must replace the restored ones, never the reverse,
-    so it waits here. A batch of an abandoned restore raises: it is not committed, and the
-    next run replays it.
-
-        >>> gate, applied = AfterRestore(), []
-        >>> gate.open(lambda rows, batch_id: applied.append(batch_id))
-        >>> gate(None, 7), applied
-        (None, [7])
-    """
-
-    def __init__(self) -> None:
-        self._sink: Callable[..., None] | None = None
-        self._decided = threading.Event()
-
-    @property
-    def is_open(self) -> bool:
-        return self._sink is not None
-
-    def open(self, sink: Callable[..., None]) -> None:
-        self._sink = sink
-        self._decided.set()
-
-    def abandon(self) -> None:
-        self._decided.set()
-
-    def __call__(self, batch_df, batch_id: int) -> None:
-        self._decided.wait()
-        if self._sink is None:
-            raise RestoreAbandoned(f"batch {batch_id} not applied: the restore from the "
-                                   f"checkpoint failed")
-        self._sink(batch_df, batch_id)
-
-
 def counters_path(checkpoint: str) -> str:
     """Where the counters live: beside Spark's offsets and state, on the same filesystem."""
     return checkpoint_child(checkpoint, "monitor", "counters.json")
