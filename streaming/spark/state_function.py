@@ -106,22 +106,36 @@ class RefreshCache:
     used eviction missed on every group, measured at 10,000 groups). The least recently used
     group goes first."""
 
-    def __init__(self, max_groups: int = REFRESH_CACHE_GROUPS) -> None:
-        # Keyed by the blob's stored text (ShardEntry.armoured): comparing it needs no decoding.
-        self._by_group: OrderedDict[GroupKey, tuple[bytes, Refreshes]] = OrderedDict()
-        self._max_groups = max_groups
-
     def __len__(self) -> int:
         return len(self._by_group)
 
+    def __init__(self, max_groups: int = REFRESH_CACHE_GROUPS, recall: bool = True) -> None:
+        # Keyed by the blob's stored text (ShardEntry.armoured): comparing it needs no decoding.
+        self._by_group: OrderedDict[GroupKey, tuple[bytes, Refreshes]] = OrderedDict()
+        self._max_groups = max_groups
+        self._recall = recall
+
     def lookup(self, key: GroupKey, entry: ShardEntry, config: StepConfig) -> Refreshes:
+        """`recall`: a blob this worker decodes knows the stems whose digests its entry
+        stores (Refreshes.recall); off, the twin: it learns them by parsing the rows."""
         cached = self._by_group.get(key)
         if cached is not None and cached[0] == entry.armoured:
             self._by_group.move_to_end(key)
             return cached[1]
         refreshes = refreshes_of(entry.blob, config)
+        if self._recall:
+            refreshes.recall(entry.stems)
         self.remember(key, entry, refreshes)
         return refreshes
+
+    def with_digests(self, key: GroupKey, entry: ShardEntry) -> ShardEntry:
+        """The entry with the digests of the stems its view knows in this worker (the digests
+        stored before when this worker holds no view of its blob)."""
+        cached = self._by_group.get(key)
+        if cached is None or cached[0] != entry.armoured:
+            return entry
+        digests = cached[1].digests()
+        return entry if digests == entry.stems else entry._replace(stems=digests)
 
     def remember(self, key: GroupKey, entry: ShardEntry | None,
                  refreshes: Refreshes | None) -> None:
@@ -191,8 +205,12 @@ def make_state_function(config: StepConfig, max_event_bytes: int = 1 << 20,
         for group_key in sorted(k for k, entry in entries.items()
                                 if k not in stepped and is_due(entry, watermark)):
             rows += _advance(group_key, entries, [], watermark, config, refreshes, counts, [])
+            stepped.add(group_key)
         if arrived or counts.resets:
             rows.append(("", str(key[0]), "", COUNTS, None, counts.to_json()))
+        if refreshes is not None:
+            for group_key in stepped & entries.keys():
+                entries[group_key] = refreshes.with_digests(group_key, entries[group_key])
         _store(state, entries)
         yield _frame(rows)
 

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from streaming.core.contract import COUNTS, DEAD_LETTER, METRICS, GroupKey
 from streaming.core.state.events import EventParser
 from streaming.core.state.refresh import kept_cap
+from streaming.core.state.shard import decode_shard
 from streaming.spark import state_function
 from streaming.spark.state_function import (
     ROUTED_COLUMNS,
@@ -32,14 +33,18 @@ KEEPING = dataclasses.replace(CONFIG, exact=False, session_timeout_ms=60_000)
 KEY = GroupKey("rocketmq", "steady")
 
 
-def _run(batches, known_stems: bool, monkeypatch) -> tuple[list, list]:
+def _run(batches, known_stems: bool, monkeypatch, cold: bool = False) -> tuple[list, list]:
     """Each batch through a state function of one shard, on worker caches of its own: the
-    rows it emits and the shard's stored value after each batch."""
-    monkeypatch.setattr(state_function, "_PARSER", EventParser())
-    monkeypatch.setattr(state_function, "_REFRESHES", RefreshCache())
+    rows it emits and the shard's stored value after each batch. `cold`: each batch on a
+    worker that has seen none before (a restart, or the other worker), which knows what the
+    stored digests say (RefreshCache's recall); `known_stems` off learns every stem by
+    parsing (no recall: the twin)."""
     function = make_state_function(KEEPING, known_stems=known_stems)
     state, rows, values = SparkKeyState(), [], []
-    for records, watermark in batches:
+    for number, (records, watermark) in enumerate(batches):
+        if cold or number == 0:
+            monkeypatch.setattr(state_function, "_PARSER", EventParser())
+            monkeypatch.setattr(state_function, "_REFRESHES", RefreshCache(recall=known_stems))
         arrived = [(*key, raw, offset, arrival[0] if arrival else ARRIVAL_MS, 0)
                    for offset, (key, raw, *arrival) in enumerate(records)]
         group_state = state.group_state(watermark, timed_out=not arrived)
@@ -94,6 +99,26 @@ def test_known_stems_give_what_parsing_every_row_gives(batches, monkeypatch):
     assert _run(batches, True, monkeypatch) == _run(batches, False, monkeypatch)
 
 
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(batches=st.one_of(steady_batches(), fleet_batches()))
+def test_a_worker_new_to_every_batch_gives_what_parsing_every_row_gives(batches, monkeypatch):
+    """What the stored digests say of the stems, on a worker that knows nothing else of them,
+    gives the same rows as the twin; the stored values too, but for the digests (which stems
+    a worker met first may differ, see Refreshes.digests)."""
+    cold_rows, cold_values = _run(batches, True, monkeypatch, cold=True)
+    rows, values = _run(batches, False, monkeypatch, cold=True)
+    assert cold_rows == rows
+    assert [_without_digests(v) for v in cold_values] == [_without_digests(v) for v in values]
+    assert _run(batches, True, monkeypatch)[0] == rows
+
+
+def _without_digests(stored: tuple) -> tuple:
+    value, timeout = stored
+    entries = decode_shard(value[0]) if value is not None else {}
+    return {key: entry._replace(stems=b"") for key, entry in entries.items()}, timeout
+
+
 def _route(ts: int, group: str, queues: int = 2) -> bytes:
     return json.dumps({"type": "route", "ts": ts, "group": group, "topic": "T",
                        "brokers": {"b": queues}}).encode()
@@ -123,6 +148,39 @@ def test_a_steady_groups_restating_rows_are_not_parsed(monkeypatch):
     assert _heartbeat(T0 + 300) not in parsed and _heartbeat(T0 + 400) not in parsed
     assert [json.loads(row[5])["events"] for row in rows[-1] if row[3] == COUNTS] == [
         {"heartbeat": 2}]
+
+
+def test_a_worker_new_to_a_steady_group_knows_its_rows_by_the_stored_digests(monkeypatch):
+    """A worker that has not seen the group (a restart) parses none of its restating rows: the
+    shard entry names the digests of the stems its view knows. The twin parses them."""
+    parsed = []
+    parse = state_function._worker_parse
+    monkeypatch.setattr(state_function, "_worker_parse",
+                        lambda raw: parsed.append(raw) or parse(raw))
+    batches = _steady_batches((_heartbeat(T0 + 300),), (_heartbeat(T0 + 400),))
+    rows, values = _run(batches, True, monkeypatch, cold=True)
+    assert not [row for row in rows[-1] if row[3] == METRICS]       # kept, not stepped
+    assert _heartbeat(T0 + 300) not in parsed and _heartbeat(T0 + 400) not in parsed
+    assert _run(batches, False, monkeypatch, cold=True)[0] == rows
+    assert _heartbeat(T0 + 400) in parsed
+
+
+def test_digests_of_another_view_or_cut_short_are_not_recalled(monkeypatch):
+    """The digests are a cache: bytes that do not unpack, or name a source the view has not,
+    leave the worker to parse (no reset, nothing counted), with the same rows."""
+    batches = _steady_batches((_heartbeat(T0 + 300),), (_heartbeat(T0 + 400),))
+    expected, _ = _run(batches, True, monkeypatch, cold=True)
+    for stems in (b"\x01abc", b"\x7f" + bytes(8)):
+        monkeypatch.setattr(state_function, "_stored_entries", _stems_overwritten(stems))
+        assert _run(batches, True, monkeypatch, cold=True)[0] == expected
+
+
+def _stems_overwritten(stems: bytes):
+    stored = state_function._stored_entries
+
+    def read(state, counts):
+        return {key: entry._replace(stems=stems) for key, entry in stored(state, counts).items()}
+    return read
 
 
 def test_a_steady_groups_rows_after_a_step_are_still_known_by_their_stems(monkeypatch):

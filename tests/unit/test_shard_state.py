@@ -50,17 +50,21 @@ KEPT = st.builds(Kept, st.integers(0, 2**32 - 1), st.integers(-2**63, 2**63 - 1)
                  st.integers(-2**63, 2**63 - 1))
 
 
+ENTRIES = st.builds(lambda entry, stems: entry._replace(stems=stems),
+                    st.builds(ShardEntry.of, st.binary(), st.integers(-1, 2**62),
+                              st.lists(KEPT, max_size=4).map(pack_kept)),
+                    st.binary(max_size=40))
+
+
 @given(st.dictionaries(
     st.builds(GroupKey, st.sampled_from(["kafka", "rocketmq", UNROUTABLE_KEY]), st.text()),
-    st.builds(ShardEntry.of, st.binary(), st.integers(-1, 2**62),
-              st.lists(KEPT, max_size=4).map(pack_kept))))
+    ENTRIES))
 def test_a_shard_decodes_to_the_entries_it_was_encoded_from(entries):
     assert decode_shard(encode_shard(entries)) == entries
 
 
 @given(st.dictionaries(st.builds(GroupKey, st.sampled_from(["kafka", "rocketmq"]), st.text()),
-                       st.builds(ShardEntry.of, st.binary(), st.integers(-1, 2**62),
-                                 st.lists(KEPT, max_size=4).map(pack_kept))))
+                       ENTRIES))
 def test_a_shards_value_is_ascii(entries):
     """Spark pickles the state it hands to Python as a latin-1 string encoded as UTF-8: a copy
     for ASCII, a loop over the bytes for the rest (streaming.core.state.shard, format 4)."""
@@ -98,6 +102,15 @@ def test_a_shard_of_format_4_is_read():
                                 GroupKey("rocketmq", "h", ""): ShardEntry.of(b"blob-2", -1, kept)}
 
 
+def test_a_shard_of_format_5_is_read_with_no_digests():
+    """Format 5: no digests of stems among an entry's fields. A checkpoint written by the
+    version before goes on; its workers learn the stems by parsing, as before."""
+    kept = pack_kept([Kept(3, 7_000, 41)])
+    fields = struct.pack(">IIIIq", 5, 1, 2, len(kept), 5) + b"kafkageu" + kept
+    v5 = b"\x05" + binascii.b2a_base64(fields, newline=False) + b" YmxvYg==\n"
+    assert decode_shard(v5) == {GroupKey("kafka", "g", "eu"): ShardEntry.of(b"blob", 5, kept)}
+
+
 def test_a_group_that_does_not_step_is_written_back_as_the_text_it_was_read_as():
     value = encode_shard({GroupKey("kafka", "g"): ShardEntry.of(b"blob-1", 5),
                           GroupKey("kafka", "h"): ShardEntry.of(b"blob-2", 5)})
@@ -108,9 +121,11 @@ def test_a_group_that_does_not_step_is_written_back_as_the_text_it_was_read_as()
 
 FIELDS_OF_G = binascii.b2a_base64(struct.pack(">IIIIq", 5, 1, 0, 0, 5) + b"kafkag",
                                   newline=False)
+FIELDS_OF_G_6 = binascii.b2a_base64(struct.pack(">IIIIIq", 5, 1, 0, 0, 9, 5) + b"kafkag" +
+                                    bytes(9), newline=False)
 
 
-@pytest.mark.parametrize("value", [b"", b"\x06", b"\x02\x00", b"\x01" + b"\x00" * 20 + b"\xff",
+@pytest.mark.parametrize("value", [b"", b"\x07", b"\x02\x00", b"\x01" + b"\x00" * 20 + b"\xff",
                                    b"\x01" + bytes(11) + b"\x05" + bytes(8) + b"ab",
                                    b"\x02" + bytes(11) + b"\x01" + bytes(8) + b"a" + b"\x00\x00\x00\x28"
                                    + bytes(20),
@@ -123,7 +138,9 @@ FIELDS_OF_G = binascii.b2a_base64(struct.pack(">IIIIq", 5, 1, 0, 0, 5) + b"kafka
                                    b"\x05" + b"!!!!" + b" YmxvYg==\n",          # fields not base64
                                    b"\x05" + FIELDS_OF_G[:-4] + b" YmxvYg==\n",
                                    b"\x05" + binascii.b2a_base64(bytes(25), newline=False)
-                                   + b" YmxvYg==\n"])
+                                   + b" YmxvYg==\n",
+                                   b"\x06" + FIELDS_OF_G + b" YmxvYg==\n",  # format 5's fields
+                                   b"\x06" + FIELDS_OF_G_6[:-4] + b" YmxvYg==\n"])
 def test_bytes_of_another_format_or_cut_short_are_refused(value):
     with pytest.raises(ShardFormatError):
         decode_shard(value)

@@ -35,6 +35,7 @@ What makes an event a refresh here, and why each condition:
 
 from __future__ import annotations
 
+import hashlib
 import re
 import struct
 import zlib
@@ -162,6 +163,44 @@ def _put_varint(out: bytearray, n: int) -> None:
     out.append(n)
 
 
+# What a shard entry stores of each stem its group's view knows: its digest, so that a worker
+# that has not seen the group (after a restart, or the group's last batches on the other worker)
+# knows the group's rows without parsing them. A restarted job's first batches parsed every
+# group's rows once in each worker to learn their stems: most of their time, 2 to 4 batches
+# over a steady batch's (docs/benchmarks.md). 8 bytes of BLAKE2b, keyed by this purpose: two
+# distinct stems of one group agree in them once in 2**64 / (the group's sources) pairs, and a
+# producer cannot aim at a stored digest without knowing the stem it stands for.
+STEM_DIGEST_BYTES = 8
+_STEM_PERSON = b"rm-stem-v1"
+
+
+def stem_digest(stem: bytes) -> bytes:
+    return hashlib.blake2b(stem, digest_size=STEM_DIGEST_BYTES, person=_STEM_PERSON).digest()
+
+
+def pack_digests(digests: dict[int, bytes]) -> bytes:
+    """Each source's digest, by source: the source as a varint, then the digest's bytes."""
+    out = bytearray()
+    for source in sorted(digests):
+        _put_varint(out, source)
+        out += digests[source]
+    return bytes(out)
+
+
+def unpack_digests(packed: bytes) -> dict[int, bytes] | None:
+    """`pack_digests`'s map; None for bytes it did not write (cut short). What a worker then
+    does not know it learns by parsing, as without them."""
+    digests, at = {}, 0
+    while at < len(packed):
+        match = _VARINT.match(packed, at)
+        end = match.end() + STEM_DIGEST_BYTES if match else len(packed) + 1
+        if end > len(packed):
+            return None
+        digests[_varint(match.group())] = packed[match.end():end]
+        at = end
+    return digests
+
+
 # A source: a member's heartbeat through one broker (or none), a topic's route, or the `alive`
 # of every member that heartbeats through one broker (or of every member: no broker).
 HeartbeatSource = tuple[str, str, str | None]      # client_id, address ("" for none), broker
@@ -238,6 +277,12 @@ class Refreshes:
         # The source of each stem whose event was a refresh: whether an event restates a source
         # does not depend on its time, and events of one stem differ only in their time.
         self._by_stem: dict[bytes, int] = {}
+        # Each source's last stem's digest (what the shard entry stores: `digests`), and the
+        # source of each digest recalled from the entry whose stem this view has not met yet
+        # (a worker that learned every stem itself computes no digest for a stem it misses).
+        self._digests: dict[int, bytes] = {}
+        self._recalled: dict[bytes, int] = {}
+        self._packed: bytes | None = b""
 
     @property
     def sources(self) -> list[Source]:
@@ -276,25 +321,61 @@ class Refreshes:
 
     def knows(self, stem: bytes) -> bool:
         """Whether an event of this stem restated one of the view's sources."""
-        return stem in self._by_stem
+        return stem in self._by_stem or (bool(self._recalled) and self._recall_stem(stem)
+                                         is not None)
+
+    def _recall_stem(self, stem: bytes) -> int | None:
+        source = self._recalled.pop(stem_digest(stem), None)
+        if source is not None:
+            self._by_stem[stem] = source
+        return source
+
+    def _learn(self, stem: bytes, source: int) -> None:
+        self._by_stem[stem] = source
+        digest = stem_digest(stem)
+        if self._digests.get(source) != digest:
+            self._digests[source] = digest      # one stem a source: a producer's last text
+            self._packed = None
+
+    def digests(self) -> bytes:
+        """The digests of the stems this view knows, for the group's shard entry (`recall`)."""
+        if self._packed is None:
+            self._packed = pack_digests(self._digests)
+        return self._packed
+
+    def recall(self, packed: bytes) -> None:
+        """Know the stems whose digests `digests` gave for this very view (the entry's blob):
+        bytes that do not unpack, or name a source the view has not, are left unknown."""
+        digests = unpack_digests(packed)
+        if not digests or max(digests) >= len(self.sources):
+            return
+        self._digests.update(digests)
+        self._recalled.update((digest, source) for source, digest in digests.items())
+        self._packed = None
 
     def learn_stems(self, earlier: Refreshes) -> None:
         """Know the stems that `earlier` (a view of the same group before a step) knew whose
         source this view holds unchanged, at the same index: an event of such a stem restates
         it here as it did there. A steady group's rows after a step are then known by their
         stems, not parsed once more to learn them."""
-        if not earlier._by_stem:
+        if not earlier._digests:
             return
         mine, theirs = self.sources, earlier.sources
         same: dict[int, bool] = {}
-        for stem, source in earlier._by_stem.items():
-            unchanged = same.get(source)
-            if unchanged is None:
-                unchanged = same[source] = (
-                    source < len(mine) and mine[source] == theirs[source]
-                    and self._template(source) == earlier._template(source))
-            if unchanged:
-                self._by_stem[stem] = source
+
+        def unchanged(source: int) -> bool:
+            if source not in same:
+                same[source] = (source < len(mine) and mine[source] == theirs[source]
+                                and self._template(source) == earlier._template(source))
+            return same[source]
+
+        self._digests.update((source, digest) for source, digest in earlier._digests.items()
+                             if unchanged(source))
+        self._recalled.update((digest, source) for digest, source in earlier._recalled.items()
+                              if unchanged(source))
+        self._by_stem.update((stem, source) for stem, source in earlier._by_stem.items()
+                             if unchanged(source))
+        self._packed = None
 
     def type_of(self, stem: bytes) -> str:
         """The type of the events of a stem this view knows."""
@@ -343,13 +424,17 @@ class Refreshes:
         if not self.accepts or ts < self.now or (
                 self.last_pending is not None and (ts, offset) <= self.last_pending):
             return None
-        source = self._by_stem.get(stem) if stem is not None else None
+        source = None
+        if stem is not None:
+            source = self._by_stem.get(stem)
+            if source is None and self._recalled:
+                source = self._recall_stem(stem)
         if source is None:
             source = None if event is None else self._source_restated(event)
             if source is None:
                 return None
             if stem is not None:
-                self._by_stem[stem] = source
+                self._learn(stem, source)
         return Kept(source, ts, offset)
 
     def _source_restated(self, event: Event) -> int | None:

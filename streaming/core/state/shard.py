@@ -41,9 +41,11 @@ from streaming.core.times import NO_TIMEOUT
 # 5: one line per entry, its other fields in base64, a space, then its blob in base64: a group
 # that did not step is written back as the text it was read as. Decoding and encoding every
 # shard's whole value took a sixth of the Python workers' time at a million members
-# (docs/benchmarks.md), though most groups' blobs had not changed.
-SHARD_VERSION = 5
-READABLE_VERSIONS = (1, 2, 3, 4, 5)
+# (docs/benchmarks.md), though most groups' blobs had not changed. 6: with the digests of the
+# stems the group's view knows (streaming.core.state.refresh.stem_digest) among the fields;
+# format 5 is read as knowing none.
+SHARD_VERSION = 6
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
 
 # Per entry: the lengths of system, group and blob, then the timeout (event time, ms).
 # 32-bit lengths: a group's name is bounded only by --max-event-bytes, and a name over 64 KiB
@@ -52,8 +54,10 @@ _ENTRY = struct.Struct(">IIIq")
 _CLUSTER_LENGTH = struct.Struct(">I")
 _KEPT_LENGTH = struct.Struct(">I")   # format 2: then the kept refreshes, packed
 # Format 5, the fields before the blob: the lengths of system, group, cluster and kept
-# refreshes, the timeout, then those four.
-_FIELDS = struct.Struct(">IIIIq")
+# refreshes, the timeout, then those four. Format 6: the length of the stems' digests too
+# (before the timeout), and the digests last.
+_FIELDS_5 = struct.Struct(">IIIIq")
+_FIELDS = struct.Struct(">IIIIIq")
 
 
 class ShardEntry(NamedTuple):
@@ -65,6 +69,7 @@ class ShardEntry(NamedTuple):
     armoured: bytes                  # base64 of the group's blob (streaming.core.state.codec)
     timeout_ms: int
     kept: bytes = b""                # refresh.pack_kept's records
+    stems: bytes = b""               # Refreshes.digests() of the blob's view
 
     @classmethod
     def of(cls, blob: bytes, timeout_ms: int, kept: bytes = b"") -> ShardEntry:
@@ -94,7 +99,8 @@ def encode_shard(entries: Mapping[GroupKey, ShardEntry]) -> bytes:
         entry = entries[key]
         system, group, cluster = key.system.encode(), key.group.encode(), key.cluster.encode()
         fields = b"".join((_FIELDS.pack(len(system), len(group), len(cluster), len(entry.kept),
-                                        entry.timeout_ms), system, group, cluster, entry.kept))
+                                        len(entry.stems), entry.timeout_ms),
+                           system, group, cluster, entry.kept, entry.stems))
         parts += (binascii.b2a_base64(fields, newline=False), b" ", entry.armoured, b"\n")
     return b"".join(parts)
 
@@ -136,8 +142,8 @@ def _decode_into(value: bytes, entries: dict[GroupKey, ShardEntry]) -> None:
         found = value[0] if value else "nothing"
         raise ShardFormatError(f"shard format {found}, expected one of {READABLE_VERSIONS}")
     version = value[0]
-    if version == 5:
-        _decode_lines(value, entries)
+    if version >= 5:
+        _decode_lines(value, entries, with_stems=version >= 6)
         return
     with_kept, with_cluster, fixed_kept = version >= 2, version >= 3, version in (2, 3)
     entries_bytes, cut = _unarmoured(value) if version >= 4 else (memoryview(value)[1:], False)
@@ -181,9 +187,10 @@ def _decode_into(value: bytes, entries: dict[GroupKey, ShardEntry]) -> None:
         raise ShardFormatError("shard cut short")
 
 
-def _decode_lines(value: bytes, entries: dict[GroupKey, ShardEntry]) -> None:
-    """Format 5. A blob's text is taken as it is: one that is not base64 resets its group when
-    it is read (ShardEntry.blob), not the shard."""
+def _decode_lines(value: bytes, entries: dict[GroupKey, ShardEntry], with_stems: bool) -> None:
+    """Formats 5 and 6. A blob's text is taken as it is: one that is not base64 resets its
+    group when it is read (ShardEntry.blob), not the shard."""
+    layout = _FIELDS if with_stems else _FIELDS_5
     *lines, rest = bytes(memoryview(value)[1:]).split(b"\n")
     for line in lines:
         text, space, armoured = line.partition(b" ")
@@ -191,21 +198,24 @@ def _decode_lines(value: bytes, entries: dict[GroupKey, ShardEntry]) -> None:
             raise ShardFormatError("shard entry without its blob")
         try:
             fields = binascii.a2b_base64(text, strict_mode=True)
-            system_len, group_len, cluster_len, kept_len, timeout_ms = _FIELDS.unpack_from(fields)
-            at = _FIELDS.size
-            if at + system_len + group_len + cluster_len + kept_len != len(fields):
+            *lengths, timeout_ms = layout.unpack_from(fields)
+            system_len, group_len, cluster_len, kept_len, stems_len = (*lengths, 0)[:5]
+            at = layout.size
+            if at + system_len + group_len + cluster_len + kept_len + stems_len != len(fields):
                 raise ShardFormatError("shard entry's fields of the wrong length")
             system = fields[at:at + system_len].decode()
             at += system_len
             group = fields[at:at + group_len].decode()
             at += group_len
             cluster = fields[at:at + cluster_len].decode()
-            kept = fields[at + cluster_len:]
+            at += cluster_len
+            kept = fields[at:at + kept_len]
+            stems = fields[at + kept_len:]
         except (binascii.Error, struct.error, UnicodeDecodeError) as error:
             raise ShardFormatError(f"shard unreadable: {error}") from None
         if kept and kept[-1] & 0x80:
             raise ShardFormatError("kept refreshes cut short")
-        entries[GroupKey(system, group, cluster)] = ShardEntry(armoured, timeout_ms, kept)
+        entries[GroupKey(system, group, cluster)] = ShardEntry(armoured, timeout_ms, kept, stems)
     if rest:
         raise ShardFormatError("shard cut short")
 
