@@ -193,11 +193,10 @@ def unpack_digests(packed: bytes) -> dict[int, bytes] | None:
     digests, at = {}, 0
     while at < len(packed):
         match = _VARINT.match(packed, at)
-        end = match.end() + STEM_DIGEST_BYTES if match else len(packed) + 1
-        if end > len(packed):
+        if match is None or match.end() + STEM_DIGEST_BYTES > len(packed):
             return None
-        digests[_varint(match.group())] = packed[match.end():end]
-        at = end
+        at = match.end() + STEM_DIGEST_BYTES
+        digests[_varint(match.group())] = packed[match.end():at]
     return digests
 
 
