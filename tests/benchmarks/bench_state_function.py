@@ -3,6 +3,7 @@
 Run: .venv/bin/python -m tests.benchmarks.bench_state_function [--groups 2000] [--clients 10]
      [--queues 8] [--backlog-seconds 90] [--trigger-seconds 2] [--steady-batches 10]
      [--shards 128] [--instant-ms 1] [--forms member,alive] [--catch-up-batch EVENTS]
+     [--restart-before N] [--known-stems on|off]
 
 The job's state function (streaming.spark.state_function, the very function Spark calls) on
 the simulator's `steady` fleet, called as Spark calls it: per state shard, with the shard's
@@ -27,7 +28,8 @@ proportion, and the events are produced in event-time order, so the cut falls at
 same event time), each batch with the watermark Spark gives it (the previous batch's newest
 event time less the job's `--watermark-delay-ms`). Each batch is printed: what a capped
 catch-up costs the Python workers, without the JVM (`bench_job` prints the same batches'
-Spark stages).
+Spark stages). `--restart-before N`: batch N runs on a worker that has seen none before (its
+parser's and refresh caches emptied), as a restarted job's first batch does.
 
 `--forms`: the steady fleet as each member heartbeats it (`member`: one heartbeat per member
 and broker every 30 s, as the simulator, the reporter and third-party producers send it), or
@@ -54,6 +56,7 @@ import pandas as pd
 from producers import events as producer_events
 from producers.simulator.clock import DEFAULT_EPOCH_MS, FastClock
 from producers.simulator.scenarios import Steady
+from streaming.core.state.events import EventParser
 from streaming.core.step import StepConfig
 from streaming.core.switches import parse_bool
 from streaming.spark import state_function as sf
@@ -216,7 +219,12 @@ def main() -> None:
                                                                       default=True),
                         default=True, help="on (default) or off: the state function's "
                         "known_stems (off: every row is parsed, the twin)")
+    parser.add_argument("--restart-before", type=int, default=-1, metavar="N",
+                        help="with --catch-up-batch: batch N (from 0) on a worker that has "
+                        "seen none before, as a restarted job's (its caches emptied)")
     args = parser.parse_args()
+    if args.restart_before >= 0 and not args.catch_up_batch:
+        parser.error("--restart-before needs --catch-up-batch")
     print(f"machine: {describe_machine()}")
     print(f"fleet: {args.groups} groups x {args.clients} clients, 2 topics x {args.queues} "
           f"queues, {args.shards} shards, --instant-ms {args.instant_ms}, known stems "
@@ -254,6 +262,13 @@ def run_form(args, form: str, keepalives: int | None) -> int:
     return keepalives or 0
 
 
+def new_worker(known_stems: bool) -> None:
+    """The worker's caches as a new Python worker has them: empty, the refresh cache recalling
+    the stored digests of stems unless known stems are off (the twin)."""
+    sf._PARSER = EventParser()
+    sf._REFRESHES = sf.RefreshCache(recall=known_stems)
+
+
 def run_catch_up(args) -> None:
     """The member form's events as the job's capped catch-up reads them (--catch-up-batch)."""
     values = [value for batch in fleet_batches(args, "member") for value in batch]
@@ -264,14 +279,17 @@ def run_catch_up(args) -> None:
                                          known_stems=args.known_stems)
     states: dict[int, SparkKeyState] = {}
     watermark, total, summed = None, 0.0, defaultdict(float)
-    for first in range(0, len(values), args.catch_up_batch):
+    for number, first in enumerate(range(0, len(values), args.catch_up_batch)):
+        if number in (0, args.restart_before):
+            new_worker(args.known_stems)
         batch = values[first:first + args.catch_up_batch]
         elapsed, stages = run_batch(apply_shard, shard_frames(batch, args.shards, first), states,
                                     watermark)
         newest = max(json.loads(value)["ts"] for value in batch)
         print(f"  batch at event {first:,}: {len(batch):,} events to "
               f"{(newest - DEFAULT_EPOCH_MS) / 1000:.1f} s of the fleet, {elapsed:.2f} s, "
-              f"{elapsed / len(batch) * 1e6:.1f} us an event")
+              f"{elapsed / len(batch) * 1e6:.1f} us an event"
+              f"{' (a new worker)' if number == args.restart_before else ''}")
         watermark, total = newest - delay, total + elapsed
         for label, seconds in stages.items():
             summed[label] += seconds
