@@ -22,7 +22,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from streaming.common import option_values as values
@@ -161,8 +162,46 @@ def _shut_down(monitor, broker, workdir: str) -> None:
     shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
+class Interrupts:
+    """SIGINT and SIGTERM as a KeyboardInterrupt in the main thread, except inside a call into
+    Spark (`held`): py4j logs a call that a KeyboardInterrupt cuts as an ERROR with its
+    traceback, so there the interrupt waits until the call has returned.
+
+        >>> interrupts = Interrupts()
+        >>> try:
+        ...     with interrupts.held():
+        ...         interrupts.handle(signal.SIGINT, None)      # Ctrl-C inside the call
+        ...         print("the call returns")
+        ... except KeyboardInterrupt:
+        ...     print("then the interrupt")
+        the call returns
+        then the interrupt
+    """
+
+    def __init__(self) -> None:
+        self._holding = False
+        self._pending = False
+
+    def handle(self, signum, frame) -> None:
+        if self._holding:
+            self._pending = True
+            return
+        raise KeyboardInterrupt
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        self._holding = True
+        try:
+            yield
+        finally:
+            self._holding = False
+        if self._pending:
+            self._pending = False
+            raise KeyboardInterrupt
+
+
+_INTERRUPTS = Interrupts()
+_interrupt = _INTERRUPTS.handle
 
 
 def _ignore_interrupts() -> None:
@@ -247,9 +286,10 @@ def _show_until_done(monitor, args: DemoOptions) -> None:
                 else time.monotonic() + args.duration_seconds)
     view = LiveView(interactive=sys.stdout.isatty())
     while deadline is None or time.monotonic() < deadline:
-        query = monitor.query
-        if query.exception() is not None:
-            raise RuntimeError(f"streaming query failed: {query.exception()}")
+        with _INTERRUPTS.held():
+            failure = monitor.query.exception()
+        if failure is not None:
+            raise RuntimeError(f"streaming query failed: {failure}")
         text = view.refresh(monitor.store.groups(), monitor.store.recent_findings(10))
         if text is not None:
             print(text, flush=True)

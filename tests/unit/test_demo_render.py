@@ -3,10 +3,19 @@ records), and what each refresh of the live table prints, on a terminal and else
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 
 from streaming.core.contract import FindingIdentity, FindingRecord, GroupMetrics
-from streaming.demo import CLEAR_SCREEN, DESCRIPTION, LiveView, open_findings, render_table
+from streaming.demo import (
+    CLEAR_SCREEN,
+    DESCRIPTION,
+    Interrupts,
+    LiveView,
+    open_findings,
+    render_table,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -85,3 +94,18 @@ def test_the_live_table_is_the_rendered_one():
 def test_the_help_says_what_the_demo_runs_now():
     assert "Apache Kafka broker" in DESCRIPTION and "Spark's own Kafka source" in DESCRIPTION
     assert "falls back to the embedded broker" in DESCRIPTION
+
+
+def test_an_interrupt_inside_a_call_into_spark_waits_until_the_call_returns():
+    """A Ctrl-C that lands while the demo asks Spark for the query's state (py4j would log the
+    cut call with its traceback) is raised once the call has returned; elsewhere at once."""
+    interrupts, done = Interrupts(), []
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts.held():
+            interrupts.handle(signal.SIGINT, None)
+            done.append("the call")
+    assert done == ["the call"]
+    with pytest.raises(KeyboardInterrupt):
+        interrupts.handle(signal.SIGINT, None)
+    with interrupts.held():
+        done.append("a call without an interrupt")
