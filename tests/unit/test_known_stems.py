@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streaming.core.contract import COUNTS, DEAD_LETTER, METRICS, GroupKey
-from streaming.core.state.events import EventParser
-from streaming.core.state.refresh import kept_cap
+from streaming.core.state.events import EventParser, stem_and_ts
+from streaming.core.state.refresh import kept_cap, stem_digest
 from streaming.core.state.shard import decode_shard
 from streaming.spark import state_function
 from streaming.spark.state_function import (
@@ -170,7 +170,8 @@ def test_digests_of_another_view_or_cut_short_are_not_recalled(monkeypatch):
     leave the worker to parse (no reset, nothing counted), with the same rows."""
     batches = _steady_batches((_heartbeat(T0 + 300),), (_heartbeat(T0 + 400),))
     expected, _ = _run(batches, True, monkeypatch, cold=True)
-    for stems in (b"\x01abc", b"\x7f" + bytes(8)):
+    stem, _ = stem_and_ts(_heartbeat(T0))
+    for stems in (b"\x01abc", b"\x7f" + stem_digest(stem)):     # source 127: not the view's
         monkeypatch.setattr(state_function, "_stored_entries", _stems_overwritten(stems))
         assert _run(batches, True, monkeypatch, cold=True)[0] == expected
 
