@@ -106,14 +106,14 @@ class RefreshCache:
     used eviction missed on every group, measured at 10,000 groups). The least recently used
     group goes first."""
 
-    def __len__(self) -> int:
-        return len(self._by_group)
-
     def __init__(self, max_groups: int = REFRESH_CACHE_GROUPS, recall: bool = True) -> None:
         # Keyed by the blob's stored text (ShardEntry.armoured): comparing it needs no decoding.
         self._by_group: OrderedDict[GroupKey, tuple[bytes, Refreshes]] = OrderedDict()
         self._max_groups = max_groups
         self._recall = recall
+
+    def __len__(self) -> int:
+        return len(self._by_group)
 
     def lookup(self, key: GroupKey, entry: ShardEntry, config: StepConfig) -> Refreshes:
         """`recall`: a blob this worker decodes knows the stems whose digests its entry

@@ -165,11 +165,11 @@ def _put_varint(out: bytearray, n: int) -> None:
 
 # What a shard entry stores of each stem its group's view knows: its digest, so that a worker
 # that has not seen the group (after a restart, or the group's last batches on the other worker)
-# knows the group's rows without parsing them. A restarted job's first batches parsed every
-# group's rows once in each worker to learn their stems: most of their time, 2 to 4 batches
-# over a steady batch's (docs/benchmarks.md). 8 bytes of BLAKE2b, keyed by this purpose: two
-# distinct stems of one group agree in them once in 2**64 / (the group's sources) pairs, and a
-# producer cannot aim at a stored digest without knowing the stem it stands for.
+# knows the group's rows without parsing them: without them a restarted job's first two
+# batches parsed every group's rows once in each worker (docs/benchmarks.md, "A restart's first
+# batches"). 8 bytes of BLAKE2b, personalised for this use: a stem that is not the one a
+# recalled digest stands for matches one by chance once in 2**64 / (the group's sources), and
+# a producer cannot aim at a stored digest without knowing the stem it stands for.
 STEM_DIGEST_BYTES = 8
 _STEM_PERSON = b"rm-stem-v1"
 

@@ -199,7 +199,9 @@ def _decode_lines(value: bytes, entries: dict[GroupKey, ShardEntry], with_stems:
         try:
             fields = binascii.a2b_base64(text, strict_mode=True)
             *lengths, timeout_ms = layout.unpack_from(fields)
-            system_len, group_len, cluster_len, kept_len, stems_len = (*lengths, 0)[:5]
+            if not with_stems:
+                lengths.append(0)
+            system_len, group_len, cluster_len, kept_len, stems_len = lengths
             at = layout.size
             if at + system_len + group_len + cluster_len + kept_len + stems_len != len(fields):
                 raise ShardFormatError("shard entry's fields of the wrong length")
