@@ -2,8 +2,9 @@
 
 Appending records to packed ones equals packing them all, so a group's kept refreshes can grow
 batch by batch as bytes; a shard written with fixed 20-byte records (formats 2 and 3) is read as
-the same references; a steady group's records take a few bytes each; and bytes that do not
-decode reset their group instead of failing the batch."""
+the same references; a steady group's records take a few bytes each; bytes that do not
+decode reset their group instead of failing the batch; and the sessions renewed by each source's
+latest time are those renewed record by record."""
 
 import struct
 
@@ -17,6 +18,9 @@ from streaming.core.state.refresh import (
     STEM_DIGEST_BYTES,
     Kept,
     KeptFormatError,
+    KeptTimes,
+    Renewal,
+    kept_times,
     pack_digests,
     pack_kept,
     unpack_digests,
@@ -39,6 +43,36 @@ def test_appending_packed_records_equals_packing_them_all(first, then):
     assert appended == pack_kept([*first, *then])
     assert unpack_kept(appended) == [*first, *then]
     assert unpack_kept(appended[len(head):], first[-1] if first else None) == then
+
+
+@given(st.lists(KEPT), st.one_of(st.none(), KEPT))
+def test_kept_times_sum_up_the_unpacked_records(refs, after):
+    packed = pack_kept(refs, after)
+    records = unpack_kept(packed, after)
+    latest: dict[int, int] = {}
+    for source, ts, _ in records:
+        latest[source] = max(ts, latest.get(source, ts))
+    assert kept_times(packed, after) == KeptTimes(len(records), (records or [after])[-1], latest)
+
+
+SOURCES = 5
+
+
+@given(st.dictionaries(st.integers(0, 7), st.integers(0, 10**6), min_size=1),
+       st.lists(st.tuples(st.integers(0, SOURCES - 1), st.integers(0, 2 * 10**6))), st.data())
+def test_renewing_to_each_sources_latest_time_is_renewing_record_by_record(times, records, data):
+    """Refreshes._renewed's fold: the sessions' times, and the deadline they give (which the
+    oldest session's renewal makes stale), as renewing them at every record."""
+    renews = [data.draw(st.lists(st.sampled_from(sorted(times)), unique=True))
+              for _ in range(SOURCES)]
+    one_by_one, by_latest = Renewal(dict(times), 120_000), Renewal(dict(times), 120_000)
+    for source, ts in records:
+        one_by_one.renew(renews[source], ts)
+    packed = pack_kept(Kept(source, ts, 0) for source, ts in records)
+    for source, ts in kept_times(packed).latest.items():
+        by_latest.renew(renews[source], ts)
+    assert by_latest.deadline() == one_by_one.deadline()
+    assert by_latest._last == one_by_one._last
 
 
 @given(st.lists(KEPT, min_size=1), st.data())

@@ -40,6 +40,8 @@ import re
 import struct
 import zlib
 from collections.abc import Iterable, Sequence
+from itertools import accumulate
+from operator import itemgetter
 from typing import NamedTuple
 
 from streaming.core.state.codec import CodecError
@@ -113,16 +115,42 @@ def pack_kept(kept: Iterable[Kept], after: Kept | None = None) -> bytes:
 def unpack_kept(packed: bytes, after: Kept | None = None) -> list[Kept]:
     """`pack_kept`'s records (`after` as given to it). KeptFormatError if the bytes end inside a
     record."""
-    numbers = [_varint(each) for each in _VARINT.findall(packed)]
+    return list(map(Kept, *_kept_columns(packed, after)))
+
+
+class KeptTimes(NamedTuple):
+    """What renewing the sessions needs of packed records: how many, the last of them (the
+    next are packed after it) and each source's latest time (a refresh moves its sessions'
+    times up to its own, so the latest is all that stays of a source's records)."""
+
+    records: int
+    last: Kept | None
+    latest: dict[int, int]
+
+
+def kept_times(packed: bytes, after: Kept | None = None) -> KeptTimes:
+    """`unpack_kept`'s records summed up as KeptTimes, without a Kept for each record."""
+    sources, times, offsets = _kept_columns(packed, after)
+    if not sources:
+        return KeptTimes(0, after, {})
+    # Sorted by time, the latest of each source is the one a dict keeps.
+    latest = dict(sorted(zip(sources, times, strict=True), key=itemgetter(1)))
+    return KeptTimes(len(sources), Kept(sources[-1], times[-1], offsets[-1]), latest)
+
+
+def _kept_columns(packed: bytes, after: Kept | None) -> tuple[list[int], list[int], list[int]]:
+    """The records' sources, times and offsets, each column decoded in one pass: a step's
+    or a new worker's fold of a group's records was a tenth of a restarted job's catch-up."""
+    # Most varints here take one or two bytes (a steady group's deltas): decoded inline.
+    numbers = [each[0] if len(each) == 1 else each[0] & 0x7F | each[1] << 7 if len(each) == 2
+               else _varint(each) for each in _VARINT.findall(packed)]
     if (packed and packed[-1] & 0x80) or len(numbers) % 3:
         raise KeptFormatError(f"kept refreshes cut short ({len(packed)} bytes)")
     ts, offset = (after.ts, after.offset) if after is not None else (0, 0)
-    refs = []
-    for at in range(0, len(numbers), 3):
-        ts += _unzigzag(numbers[at + 1])
-        offset += _unzigzag(numbers[at + 2])
-        refs.append(Kept(numbers[at], ts, offset))
-    return refs
+    # (n >> 1) ^ -(n & 1) undoes _zigzag.
+    times = list(accumulate([(n >> 1) ^ -(n & 1) for n in numbers[1::3]], initial=ts))
+    offsets = list(accumulate([(n >> 1) ^ -(n & 1) for n in numbers[2::3]], initial=offset))
+    return numbers[0::3], times[1:], offsets[1:]
 
 
 # One varint: bytes with the high bit set, then one without. A regex finds them faster than a
@@ -150,10 +178,6 @@ def repack_fixed_kept(fixed: bytes) -> bytes:
 
 def _zigzag(n: int) -> int:
     return n * 2 if n >= 0 else -n * 2 - 1
-
-
-def _unzigzag(n: int) -> int:
-    return n // 2 if not n & 1 else -(n + 1) // 2
 
 
 def _put_varint(out: bytearray, n: int) -> None:
@@ -461,15 +485,15 @@ class Refreshes:
         if renewal is None or not kept.startswith(renewal.kept):
             renewal = self._renewal = Renewal(session_times(self._members, self._clock),
                                                self._timeout_ms)
-        added = unpack_kept(kept[len(renewal.kept):], renewal.last)
-        wrong = [source for source, _, _ in added if not 0 <= source < len(self.sources)]
+        added = kept_times(kept[len(renewal.kept):], renewal.last)
+        wrong = [source for source in added.latest if not 0 <= source < len(self.sources)]
         if wrong:
             raise KeptFormatError(f"kept refresh of source {wrong[0]}; "
                                   f"the view has {len(self.sources)}")
-        for source, ts, _ in added:
+        # Renewing each session to its sources' latest times is renewing it record by record.
+        for source, ts in added.latest.items():
             renewal.renew(self._renewed_by(source), ts)
-        if added:
-            renewal.last, renewal.count = added[-1], renewal.count + len(added)
+        renewal.last, renewal.count = added.last, renewal.count + added.records
         renewal.kept = kept
         return renewal
 
