@@ -51,6 +51,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from dataclasses import fields
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -751,6 +752,12 @@ def probe_heartbeat(group: str, event_ms: int, process: int) -> dict:
             "topics": ["P"], "strategy": "AVG", "address": f"10.9.0.{process + 1}:1"}
 
 
+def job_default(name: str):
+    from streaming.spark.config import JobConfig
+
+    return next(each.default for each in fields(JobConfig) if each.name == name)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--groups", type=int, default=1000)
@@ -760,7 +767,8 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--shuffle", type=int, default=None, help="default: the job's (cores)")
     parser.add_argument("--trigger-ms", type=int, default=2_000)
-    parser.add_argument("--max-offsets", type=int, default=500_000)
+    parser.add_argument("--max-offsets", type=int, default=job_default("max_offsets_per_trigger"),
+                        help="default: the job's --max-offsets-per-trigger")
     parser.add_argument("--probes", type=int, default=30, help="0: throughput only")
     parser.add_argument("--raw-reads", type=int, default=3, help="baseline: the best of these")
     parser.add_argument("--operator-floor", action="store_true",

@@ -31,7 +31,7 @@ DEFAULTS = {
     "--checkpoint": "./checkpoints/rebalance-monitor",
     "--source": "auto",
     "--starting-offsets": "earliest",
-    "--max-offsets-per-trigger": 500_000,
+    "--max-offsets-per-trigger": 2_000_000,
     "--fail-on-data-loss": True,
     "--kafka-option": KafkaClientOptions(),
     "--findings-topic": "rebalance.findings",
@@ -176,7 +176,7 @@ def no_job_variables(monkeypatch):
 
 
 def test_a_catch_up_batch_is_bounded_by_default():
-    assert parse().max_offsets_per_trigger == 500_000
+    assert parse().max_offsets_per_trigger == 2_000_000
     assert parse("--max-offsets-per-trigger", "20000").max_offsets_per_trigger == 20_000
 
 
@@ -223,6 +223,19 @@ def test_every_flag_the_docs_name_for_run_is_an_option():
     assert documented <= flags
     assert "REBALANCE_MONITOR_BOOTSTRAP_SERVERS" in operating
     assert env_of(field_named("bootstrap_servers")) == "REBALANCE_MONITOR_BOOTSTRAP_SERVERS"
+
+
+def test_the_defaults_the_operating_table_gives_are_the_options():
+    """Each row of one flag and one value in docs/operating.md: the value, parsed as the flag's,
+    is the flag's default."""
+    operating = (ROOT / "docs" / "operating.md").read_text()
+    rows = re.findall(r"^\| `(--[a-z-]+)` \| `([^`|]+)` \|", operating, re.M)
+    assert len(rows) >= 10
+    defaults = parse()
+    by_flag = {flag_of(each): each.name for each, _ in options()}
+    for flag, shown in rows:
+        name = by_flag[flag]
+        assert getattr(parse(flag, shown), name) == getattr(defaults, name), flag
 
 
 def test_the_tables_cover_every_option():
