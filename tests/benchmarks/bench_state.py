@@ -43,7 +43,7 @@ from streaming.core.state.refresh import Refreshes
 from streaming.core.state.rerun import rerun
 from streaming.core.state.shard import ShardEntry
 from streaming.core.state.stored import Stored
-from streaming.core.step import Replay, StepConfig, _react, step
+from streaming.core.step import Replay, StepConfig, _react, refreshes_of, step
 from streaming.spark.state_function import RefreshCache
 from tests.benchmarks.machine import describe_machine
 
@@ -228,6 +228,43 @@ def print_steady_groups(sizes: list[int], minutes: int) -> None:
             + f"; {scaled['us_per_event'] / fixed['us_per_event']:.2f}")
 
 
+def fullest_entry(batches: list[list[tuple]], config: StepConfig) -> ShardEntry:
+    """The group's entry when it held the most kept refreshes (just before a capped step)."""
+    entry, fullest, cache, key = None, None, RefreshCache(), GroupKey("rocketmq", "steady")
+    for n, batch in enumerate(batches):
+        if batch:
+            advanced = advance(entry, batch, T0 + n * 2_000 - 10_000, config,
+                               lambda stored: cache.lookup(key, stored, config))
+            if advanced.output is not None:
+                cache.remember(key, advanced.entry, advanced.refreshes)
+            entry = advanced.entry
+            if fullest is None or entry.kept_count > fullest.kept_count:
+                fullest = entry
+    assert fullest is not None
+    return fullest
+
+
+def print_new_worker_folds(sizes: list[int], minutes: int, views: int = 200) -> None:
+    """A worker that holds no view of a group's blob (a restart, or the other worker's step)
+    decodes the blob's view, then folds the group's kept refreshes into its sessions' times
+    before it keeps more (`Refreshes.room` on the view just decoded): the fold timed on `views`
+    such views, against the decoding of those views (`refreshes_of`), in the same run."""
+    config = StepConfig(exact=False)
+    print("a new worker's fold of a steady group's kept refreshes, at their most: us a fold | "
+          "baseline: the blob's view decoded, us | ratio")
+    for size in sizes:
+        entry = fullest_entry(steady_fleet_group(size, minutes), config)
+        start = time.perf_counter()
+        decoded = [refreshes_of(entry.blob, config) for _ in range(views)]
+        decode = (time.perf_counter() - start) / views
+        start = time.perf_counter()
+        for view in decoded:
+            view.room(entry.kept)
+        fold = (time.perf_counter() - start) / views
+        print(f"  {size:>5} members, {entry.kept_count} records: {fold * 1e6:.0f} us | "
+              f"{decode * 1e6:.0f} us | {fold / decode:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=1000)
@@ -243,6 +280,8 @@ def main() -> None:
     print_join_waves([int(size) for size in args.wave_sizes.split(",")])
     print_steady_groups([int(size) for size in args.steady_sizes.split(",")],
                         args.steady_minutes)
+    print_new_worker_folds([int(size) for size in args.steady_sizes.split(",")],
+                           args.steady_minutes)
     print(f"group: {args.clients} clients, {len(TOPICS)} topics x 1,000 queues, AVG")
     blob = build_blob(args.clients)
     raws = changes(args.changes, args.clients)

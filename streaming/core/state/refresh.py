@@ -139,8 +139,9 @@ def kept_times(packed: bytes, after: Kept | None = None) -> KeptTimes:
 
 
 def _kept_columns(packed: bytes, after: Kept | None) -> tuple[list[int], list[int], list[int]]:
-    """The records' sources, times and offsets, each column decoded in one pass: a step's
-    or a new worker's fold of a group's records was a tenth of a restarted job's catch-up."""
+    """The records' sources, times and offsets, each column decoded in one pass: a new
+    worker's fold of a group's records was about a tenth of a restarted job's catch-up
+    (docs/benchmarks.md, "A new worker's fold of kept refreshes")."""
     # Most varints here take one or two bytes (a steady group's deltas): decoded inline.
     numbers = [each[0] if len(each) == 1 else each[0] & 0x7F | each[1] << 7 if len(each) == 2
                else _varint(each) for each in _VARINT.findall(packed)]
