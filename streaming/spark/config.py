@@ -62,10 +62,11 @@ class JobConfig:
         "where a new checkpoint starts reading the topic", _one_of("earliest", "latest"),
         default="earliest", metavar="{earliest,latest}", group=KAFKA)
     # A bounded batch after downtime, in time and in the Python worker's memory. Each batch of a
-    # catch-up costs every group with events a visit (its rows, its state, a step where the
-    # other worker stepped it last): a restart at 10,000 groups caught up 1.5 times as fast with
-    # 2,000,000 as with 500,000; 4,000,000 gained 4 % more for batches twice as long
-    # (docs/benchmarks.md, "The catch-up's batch cap").
+    # catch-up costs every group with events a visit (its rows, its state, its blob decoded
+    # where the other worker wrote it): in one series at 10,000 groups a restart caught up 1.5
+    # times as fast with 2,000,000 as with 500,000 and a world start 1.3 times; 4,000,000
+    # gained 4 % more for batches twice as long. One cap's runs spread by 1.5 times on that
+    # machine (docs/benchmarks.md, "The catch-up's batch cap").
     max_offsets_per_trigger: int | None = option(
         "events per micro-batch at most, which bounds a catch-up batch", _positive,
         default=2_000_000, metavar="N", group=KAFKA)
