@@ -179,12 +179,11 @@ def steady_fleet_group(members: int, minutes: int) -> list[list[tuple]]:
     return batches
 
 
-def bench_steady_group(batches: list[list[tuple]], config: StepConfig) -> dict[str, float]:
-    """The core's seconds per event over the batches after the first minute, the steps, and
-    the mean bytes of the blob and of the kept refreshes per batch."""
+def advanced_steady(batches: list[list[tuple]], config: StepConfig):
+    """Each batch the job advances the group in (with events, or due), as the job advances it
+    (what a blob takes as a refresh in a worker's RefreshCache): the batch's number, its
+    events, the group's Advanced and the seconds it took."""
     entry, cache, key = None, RefreshCache(), GroupKey("rocketmq", "steady")
-    seconds = events = steps = blob_bytes = kept_bytes = 0
-    measured = batches[30:]
 
     def refreshes_for(stored: ShardEntry) -> Refreshes:
         return cache.lookup(key, stored, config)
@@ -197,13 +196,22 @@ def bench_steady_group(batches: list[list[tuple]], config: StepConfig) -> dict[s
         advanced = advance(entry, batch, watermark, config, refreshes_for)
         if advanced.output is not None:
             cache.remember(key, advanced.entry, advanced.refreshes)
+        yield n, batch, advanced, time.perf_counter() - start
+        entry = advanced.entry
+
+
+def bench_steady_group(batches: list[list[tuple]], config: StepConfig) -> dict[str, float]:
+    """The core's seconds per event over the batches after the first minute, the steps, and
+    the mean bytes of the blob and of the kept refreshes per batch."""
+    seconds = events = steps = blob_bytes = kept_bytes = 0
+    measured = batches[30:]
+    for n, batch, advanced, took in advanced_steady(batches, config):
         if n >= 30:
-            seconds += time.perf_counter() - start
+            seconds += took
             events += len(batch)
             steps += advanced.output is not None
             blob_bytes += len(advanced.entry.blob)
             kept_bytes += len(advanced.entry.kept)
-        entry = advanced.entry
     minutes = len(measured) * 2 / 60
     return {"us_per_event": seconds / events * 1e6, "steps_per_minute": steps / minutes,
             "blob": blob_bytes / len(measured), "kept": kept_bytes / len(measured)}
@@ -230,18 +238,8 @@ def print_steady_groups(sizes: list[int], minutes: int) -> None:
 
 def fullest_entry(batches: list[list[tuple]], config: StepConfig) -> ShardEntry:
     """The group's entry when it held the most kept refreshes (just before a capped step)."""
-    entry, fullest, cache, key = None, None, RefreshCache(), GroupKey("rocketmq", "steady")
-    for n, batch in enumerate(batches):
-        if batch:
-            advanced = advance(entry, batch, T0 + n * 2_000 - 10_000, config,
-                               lambda stored: cache.lookup(key, stored, config))
-            if advanced.output is not None:
-                cache.remember(key, advanced.entry, advanced.refreshes)
-            entry = advanced.entry
-            if fullest is None or entry.kept_count > fullest.kept_count:
-                fullest = entry
-    assert fullest is not None
-    return fullest
+    entries = [advanced.entry for _, _, advanced, _ in advanced_steady(batches, config)]
+    return max(entries, key=lambda entry: entry.kept_count)
 
 
 def print_new_worker_folds(sizes: list[int], minutes: int, views: int = 200) -> None:

@@ -142,9 +142,7 @@ def _kept_columns(packed: bytes, after: Kept | None) -> tuple[list[int], list[in
     """The records' sources, times and offsets, each column decoded in one pass: a new
     worker's fold of a group's records was about a tenth of a restarted job's catch-up
     (docs/benchmarks.md, "A new worker's fold of kept refreshes")."""
-    # Most varints here take one or two bytes (a steady group's deltas): decoded inline.
-    numbers = [each[0] if len(each) == 1 else each[0] & 0x7F | each[1] << 7 if len(each) == 2
-               else _varint(each) for each in _VARINT.findall(packed)]
+    numbers = [_varint(each) for each in _VARINT.findall(packed)]
     if (packed and packed[-1] & 0x80) or len(numbers) % 3:
         raise KeptFormatError(f"kept refreshes cut short ({len(packed)} bytes)")
     ts, offset = (after.ts, after.offset) if after is not None else (0, 0)
