@@ -29,6 +29,7 @@ from dataclasses import fields, replace
 
 from prometheus_client import CollectorRegistry
 from pyspark import SparkContext, java_gateway
+from pyspark.errors.exceptions.captured import SparkRuntimeException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from pyspark.sql.streaming.listener import JStreamingQueryListener, QueryProgressEvent
@@ -40,6 +41,9 @@ from streaming.common.delivery_metrics import DeliveryCollector
 from streaming.common.faults import Backoff
 from streaming.common.listener import listen
 from streaming.common.logs import log_format
+from streaming.core.state.codec import CodecError
+from streaming.core.state.shard import salvage_shard
+from streaming.core.step import StepConfig, snapshot_of
 from streaming.exporter import (
     ClientSeriesPolicy,
     GroupFamiliesText,
@@ -73,7 +77,6 @@ from streaming.spark.checkpoint_layout import (
 )
 from streaming.spark.config import JobConfig
 from streaming.spark.parse import route_events, with_watermark_keeping_late_rows
-from streaming.spark.restore import restore_snapshots
 from streaming.spark.sinks import BatchSink, counters_path
 from streaming.spark.source import SourceConfig, read_event_stream
 from streaming.spark.source_probe import SourceProbe
@@ -162,6 +165,44 @@ def _jvm_ignoring_sigterm() -> Iterator[None]:
 def source_config(config: JobConfig) -> SourceConfig:
     """The source's settings: the JobConfig fields of the same names."""
     return SourceConfig(**{each.name: getattr(config, each.name) for each in fields(SourceConfig)})
+
+
+def restore_snapshots(spark: SparkSession, checkpoint: str, store: SnapshotStore,
+                      step_config: StepConfig) -> int:
+    """Fill /metrics and the groups' details from the state store of the last committed batch,
+    before any new event."""
+    if not hadoop_path_exists(spark, checkpoint_child(checkpoint, "state")):
+        return 0
+    # The state store reader asks the driver's StateStoreCoordinator, which pyspark 4.2 only
+    # registers with the session's StreamingQueryManager: before any query, create it.
+    spark.streams.active  # noqa: B018
+    try:
+        rows = spark.read.format("statestore").load(checkpoint).collect()
+    except SparkRuntimeException as error:
+        # Killed during its first batch: state files exist but no batch was committed. Nothing
+        # to restore; the query re-runs that batch.
+        if error.getCondition() != "STDS_COMMITTED_BATCH_UNAVAILABLE":
+            raise
+        return 0
+    restored, unreadable = 0, 0
+    for row in rows:
+        shard = row["value"]["groupState"]["blob"]
+        salvaged = salvage_shard(bytes(shard)) if shard is not None else None
+        unreadable += bool(salvaged and salvaged.broken)
+        for key, entry in salvaged.entries.items() if salvaged else ():
+            try:
+                metrics, detail = snapshot_of(entry.blob, step_config)
+            except CodecError:
+                unreadable += 1
+                continue
+            store.replace_group(replace(metrics, cluster=key.cluster), restored=True)
+            store.details.put(replace(detail, cluster=key.cluster).to_json())
+            restored += 1
+    if unreadable:
+        # The state function resets them at their next batch, where they are counted.
+        log.error("%d stored group states or shards could not be read: not shown until their "
+                  "groups' next events rebuild them", unreadable)
+    return restored
 
 
 def start_query(spark: SparkSession, config: JobConfig, sink, state_function=None,
