@@ -66,7 +66,8 @@ class JobConfig:
     # where the other worker wrote it): in one series at 10,000 groups a restart caught up 1.5
     # times as fast with 2,000,000 as with 500,000 and a world start 1.3 times; 4,000,000
     # gained 4 % more for batches twice as long. One cap's runs spread by 1.5 times on that
-    # machine (docs/benchmarks.md, "The catch-up's batch cap").
+    # machine; with the caps alternated, 2,000,000 took 0.67 and 0.84 of the time of 500,000
+    # (docs/benchmarks.md, "The catch-up's batch cap").
     max_offsets_per_trigger: int | None = option(
         "events per micro-batch at most, which bounds a catch-up batch", _positive,
         default=2_000_000, metavar="N", group=KAFKA)
