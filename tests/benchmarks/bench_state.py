@@ -28,6 +28,7 @@ Measures, in the same run:
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import time
 from dataclasses import replace
@@ -238,8 +239,8 @@ def print_steady_groups(sizes: list[int], minutes: int) -> None:
 
 def fullest_entry(batches: list[list[tuple]], config: StepConfig) -> ShardEntry:
     """The group's entry when it held the most kept refreshes (just before a capped step)."""
-    entries = [advanced.entry for _, _, advanced, _ in advanced_steady(batches, config)]
-    return max(entries, key=lambda entry: entry.kept_count)
+    return max((advanced.entry for _, _, advanced, _ in advanced_steady(batches, config)),
+               key=lambda entry: entry.kept_count)
 
 
 def print_new_worker_folds(sizes: list[int], minutes: int, views: int = 200) -> None:
@@ -252,9 +253,12 @@ def print_new_worker_folds(sizes: list[int], minutes: int, views: int = 200) -> 
           "baseline: the blob's view decoded, us | ratio")
     for size in sizes:
         entry = fullest_entry(steady_fleet_group(size, minutes), config)
+        # What the group's run left behind would otherwise be collected inside the first timing.
+        gc.collect()
         start = time.perf_counter()
         decoded = [refreshes_of(entry.blob, config) for _ in range(views)]
         decode = (time.perf_counter() - start) / views
+        gc.collect()
         start = time.perf_counter()
         for view in decoded:
             view.room(entry.kept)
@@ -276,10 +280,9 @@ def main() -> None:
     args = parser.parse_args()
     print(f"machine: {describe_machine()}")
     print_join_waves([int(size) for size in args.wave_sizes.split(",")])
-    print_steady_groups([int(size) for size in args.steady_sizes.split(",")],
-                        args.steady_minutes)
-    print_new_worker_folds([int(size) for size in args.steady_sizes.split(",")],
-                           args.steady_minutes)
+    steady_sizes = [int(size) for size in args.steady_sizes.split(",")]
+    print_steady_groups(steady_sizes, args.steady_minutes)
+    print_new_worker_folds(steady_sizes, args.steady_minutes)
     print(f"group: {args.clients} clients, {len(TOPICS)} topics x 1,000 queues, AVG")
     blob = build_blob(args.clients)
     raws = changes(args.changes, args.clients)
