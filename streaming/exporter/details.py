@@ -43,7 +43,10 @@ class GroupDetails:
 
     def put(self, payload: bytes) -> None:
         """A GroupDetail as the state function serialised it (GroupDetail.to_json)."""
-        detail = GroupDetail.heading_from_json(payload)
+        self.put_detail(GroupDetail.heading_from_json(payload), payload)
+
+    def put_detail(self, detail: GroupDetail, payload: bytes) -> None:
+        """`put` of a detail at hand with its `to_json` (a restart's: not read back again)."""
         kinds = Counter(finding.kind for finding in detail.findings)
         summary = DetailSummary(tuple(sorted(kinds.items())),
                                 min((f.since for f in detail.findings), default=None))

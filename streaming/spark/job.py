@@ -196,7 +196,8 @@ def restore_snapshots(spark: SparkSession, checkpoint: str, store: SnapshotStore
                 unreadable += 1
                 continue
             store.replace_group(replace(metrics, cluster=key.cluster), restored=True)
-            store.details.put(replace(detail, cluster=key.cluster).to_json())
+            detail = replace(detail, cluster=key.cluster)
+            store.details.put_detail(detail, detail.to_json())
             restored += 1
     if unreadable:
         # The state function resets them at their next batch, where they are counted.
