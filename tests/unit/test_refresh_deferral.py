@@ -19,13 +19,7 @@ from hypothesis import strategies as st
 from streaming.core.advance import advance
 from streaming.core.state.codec import decode
 from streaming.core.state.events import with_ts
-from streaming.core.state.refresh import (
-    CAP_OVERRUN,
-    MAX_KEPT,
-    MEMBERS_PER_CAP,
-    kept_cap,
-    unpack_kept,
-)
+from streaming.core.state.refresh import MAX_KEPT, MEMBERS_PER_CAP, kept_cap, unpack_kept
 from streaming.core.state.shard import is_due
 from streaming.core.step import StepConfig, refreshes_of, step, stepped
 from tests.unit.state_helpers import T0, hb, parsed, route
@@ -229,33 +223,6 @@ def test_a_group_keeps_at_most_its_cap_of_refreshes_and_caps_differ_between_grou
         entry = advanced.entry
     cap = kept_cap(items[0][0].group)
     assert stepped_at == list(range(0, len(items), cap + 1))
-
-
-@pytest.mark.parametrize("before", [0, 1, "cap - 1"])
-def test_a_batch_past_the_cap_is_kept_up_to_its_overrun_and_the_next_batch_steps(before):
-    """A batch that takes a group past its cap, from fewer than its cap kept, is kept while the
-    group holds at most CAP_OVERRUN caps; the group steps at its next batch with events, and a
-    batch that would pass the overrun steps at once. What it publishes equals the exact twin."""
-    config = StepConfig(exact=False)
-    join = parsed([hb("c1", ["T"], ts=T0)])
-    cap = kept_cap(join[0][0].group)
-    held = cap - 1 if before == "cap - 1" else before
-    limit = cap * CAP_OVERRUN
-    beats = [(event, offset + 1) for event, offset in parsed(
-        [hb("c1", ["T"], ts=T0 + 1_000 * (n + 1)) for n in range(limit + 2)])]
-    entry = advance(None, join, None, config).entry
-    if held:
-        entry = advance(entry, beats[:held], None, config).entry
-    assert len(unpack_kept(entry.kept)) == held
-    assert advance(entry, beats[held:cap + 1], None, config).output is None   # past the cap
-    past = advance(entry, beats[held:limit], None, config)            # to the overrun: kept
-    assert past.output is None and len(unpack_kept(past.entry.kept)) == limit
-    more = advance(past.entry, beats[limit:limit + 1], None, config)  # the next batch steps
-    assert more.output is not None and more.entry.kept == b""
-    exact = StepConfig(exact=True)
-    assert more.output.metrics == step(None, [*join, *beats[:limit + 1]], config=exact).metrics
-    over = advance(entry, beats[held:limit + 1], None, config)        # past the overrun: steps
-    assert over.output is not None and over.output.metrics == more.output.metrics
 
 
 @pytest.mark.parametrize("members", [1, MEMBERS_PER_CAP - 1, MEMBERS_PER_CAP, 3 * MEMBERS_PER_CAP])

@@ -39,7 +39,7 @@ import hashlib
 import re
 import struct
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from itertools import accumulate
 from operator import itemgetter
 from typing import NamedTuple
@@ -67,13 +67,6 @@ from streaming.core.state.group import (
 # stay a quarter to a half of the blob's bytes (docs/benchmarks.md, "A steady group's steps").
 MAX_KEPT = 256
 MEMBERS_PER_CAP = 25
-# A batch that takes a group past its cap is kept too, up to CAP_OVERRUN caps, when fewer than
-# its cap waited before it: the group steps at its next batch with events. A steady group's
-# batches bring one or two of its events, so it steps as often either way; a catch-up's bring a
-# cap's worth at once (about 200 to a group of 10 in a batch of 2,000,000 at 10,000 groups), and
-# with the cap alone nearly every group stepped in every batch (docs/benchmarks.md, "A
-# catch-up's batch past the cap").
-CAP_OVERRUN = 2
 
 
 def kept_cap(group: str, members: int = 0) -> int:
@@ -417,13 +410,7 @@ class Refreshes:
 
     def room(self, kept: bytes) -> int:
         """How many more refreshes the group keeps beside `kept` before its cap makes it step."""
-        count = self._renewed(kept).count
-        return self._limit(count) - count
-
-    def _limit(self, count: int) -> int:
-        """The most refreshes a group that keeps `count` may keep after a batch: CAP_OVERRUN
-        caps while fewer than its cap wait, else none more."""
-        return self.cap * CAP_OVERRUN if count < self.cap else count
+        return self.cap - self._renewed(kept).count
 
     def keep_stemmed(self, stamped: Iterable[tuple[bytes, int, int]], watermark_ms: int | None,
                      kept: bytes) -> tuple[bytes, int] | None:
@@ -437,43 +424,22 @@ class Refreshes:
                     ) -> tuple[bytes, int] | None:
         renewal = self._renewed(kept)
         count = renewal.count
-        limit = self._limit(count)
         if watermark_ms is not None and watermark_ms >= renewal.bound and (
                 watermark_ms >= renewal.deadline()):
             return None
-        items = list(items)
-        added = list(self._restating(renewal, items)) if count + len(items) <= limit else []
-        if len(added) < len(items):
-            self._renewal = None        # it renewed what is not kept
-            return None
+        added: list[Kept] = []
+        for ts, offset, stem, event in items:
+            expired = ts >= renewal.bound and ts >= renewal.deadline()
+            ref = None if expired else self._reference(ts, offset, stem, event)
+            if ref is None or count + len(added) >= self.cap:
+                self._renewal = None        # it renewed what is not kept
+                return None
+            renewal.renew(self._renewed_by(ref.source), ts)
+            added.append(ref)
         if added:
             renewal.kept = kept + pack_kept(added, renewal.last)
             renewal.last, renewal.count = added[-1], count + len(added)
         return renewal.kept, renewal.deadline()
-
-    def restating(self, kept: bytes, events: Sequence[tuple[Event, int]],
-                  stems: Sequence[bytes | None] | None = None) -> int:
-        """How many of the events, from the first, this view would keep after `kept` were it
-        not for the cap and the watermark: each a refresh of the view, none after a session
-        has expired. A step puts them onto the view at once, as it does the kept ones."""
-        stemmed = (zip(events, stems, strict=True) if stems is not None
-                   else ((each, None) for each in events))
-        items = ((event.ts, offset, stem, event) for (event, offset), stem in stemmed)
-        count = sum(1 for _ in self._restating(self._renewed(kept), items))
-        self._renewal = None            # it renewed what is not kept
-        return count
-
-    def _restating(self, renewal: Renewal,
-                   items: Iterable[tuple[int, int, bytes | None, Event | None]]) -> Iterator[Kept]:
-        """Each item's reference, renewing its sessions, up to the first that is no refresh of
-        this view or comes once a session has expired."""
-        for ts, offset, stem, event in items:
-            expired = ts >= renewal.bound and ts >= renewal.deadline()
-            ref = None if expired else self._reference(ts, offset, stem, event)
-            if ref is None:
-                return
-            renewal.renew(self._renewed_by(ref.source), ts)
-            yield ref
 
     def _reference(self, ts: int, offset: int, stem: bytes | None = None,
                    event: Event | None = None) -> Kept | None:
