@@ -218,9 +218,7 @@ def refreshes_of(blob: bytes, config: StepConfig = StepConfig()) -> Refreshes:
     body = decode_body(blob)
     view = body.view()
     if view is None:
-        stored = body.stored(with_view=False)
-        view = _replay(_replay_of(stored.settled, config), stored.pending,
-                       stored.now).state
+        view = _window_replayed(body, config).state
     accepts = view.session_timeout_ms == config.timeout_for(view.system)
     return Refreshes(view, body.now, body.last_pending(), accepts)
 
@@ -243,8 +241,11 @@ def _restored_view(blob: bytes, config: StepConfig) -> Replay:
     which the exact twin replays (tests/unit/test_group_detail.py compares the two)."""
     body = decode_body(blob)
     view = None if config.exact else body.view()
-    if view is not None:
-        return _replay_of(view, config)
+    return _replay_of(view, config) if view is not None else _window_replayed(body, config)
+
+
+def _window_replayed(body: StoredBody, config: StepConfig) -> Replay:
+    """The blob's settled state with its window replayed up to its `now`: its view."""
     stored = body.stored(with_view=False)
     return _replay(_replay_of(stored.settled, config), stored.pending, stored.now)
 
