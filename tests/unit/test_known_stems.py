@@ -233,3 +233,26 @@ def test_a_group_at_its_cap_steps_with_its_rows_rebuilt_not_parsed(monkeypatch):
     assert [json.loads(row[5])["events"] for row in rows[-1] if row[3] == COUNTS] == [
         {"heartbeat": 3}]
     assert (rows, values) == _run(batches, False, monkeypatch)
+
+
+def _alive(ts: int, clients: list[str]) -> bytes:
+    return json.dumps({"type": "alive", "ts": ts, "group": KEY.group, "broker": "b",
+                       "members": [[client] for client in clients]}).encode()
+
+
+def test_rows_known_by_their_stems_are_counted_by_their_own_type(monkeypatch):
+    """Heartbeats, routes and `alive` events kept by their stems are counted as the types they
+    parse to (Refreshes.type_of tells it from the source, without rebuilding the event)."""
+    records = [(KEY, raw) for raw in (_route(T0, KEY.group), _heartbeat(T0), _heartbeat(T0, "c2"))]
+    later = [_route(T0 + 300, KEY.group), _heartbeat(T0 + 300), _alive(T0 + 300, ["c1", "c2"])]
+    again = [raw.replace(str(T0 + 300).encode(), str(T0 + 600).encode()) for raw in later]
+    batches = [(records, None), ([(KEY, raw) for raw in later], None),
+               ([(KEY, raw) for raw in again], None)]
+    parsed = []
+    parse = state_function._worker_parse
+    monkeypatch.setattr(state_function, "_worker_parse",
+                        lambda raw: parsed.append(raw) or parse(raw))
+    rows, _ = _run(batches, True, monkeypatch)
+    assert not set(again) & set(parsed)                           # known by their stems
+    assert [json.loads(row[5])["events"] for row in rows[-1] if row[3] == COUNTS] == [
+        {"route": 1, "heartbeat": 1, "alive": 1}]

@@ -400,8 +400,12 @@ class Refreshes:
         self._packed = None
 
     def type_of(self, stem: bytes) -> str:
-        """The type of the events of a stem this view knows."""
-        return self._template(self._by_stem[stem]).type
+        """The type of the events of a stem this view knows: its source's kind (the type of
+        the event `_rebuild` makes of it, without making it)."""
+        source = self.sources[self._by_stem[stem]]
+        if isinstance(source, str):
+            return Route.type
+        return Alive.type if isinstance(source, AliveSource) else Heartbeat.type
 
     def restated(self, stem: bytes, ts: int) -> Event:
         """The event of a stem this view knows, at `ts`: the event its text parses to (its
