@@ -388,7 +388,7 @@ class Refreshes:
         def unchanged(source: int) -> bool:
             if source not in same:
                 same[source] = (source < len(mine) and mine[source] == theirs[source]
-                                and self._template(source) == earlier._template(source))
+                                and self._restates(source) == earlier._restates(source))
             return same[source]
 
         self._digests.update((source, digest) for source, digest in earlier._digests.items()
@@ -398,6 +398,20 @@ class Refreshes:
         self._by_stem.update((stem, source) for stem, source in earlier._by_stem.items()
                              if unchanged(source))
         self._packed = None
+
+    def _restates(self, index: int) -> object:
+        """What `_rebuild` makes the source's event of besides its key, group and system: two
+        views of one group with equal such values for a source have equal `_template`s of it."""
+        source = self.sources[index]
+        if isinstance(source, str):
+            return self._routes[source]
+        if isinstance(source, AliveSource):
+            return self._alive_members(source.broker)
+        return self._members[source[:2]].inputs()
+
+    def _alive_members(self, broker: str | None) -> tuple[tuple[str, str], ...]:
+        return tuple(sorted(key for key, member in self._members.items()
+                            if broker is None or broker in member.brokers))
 
     def type_of(self, stem: bytes) -> str:
         """The type of the events of a stem this view knows: its source's kind (the type of
@@ -565,9 +579,7 @@ class Refreshes:
                          queues=self._routes[source])
         if isinstance(source, AliveSource):
             return Alive(ts=0, group=self.group, system=self.system, broker=source.broker,
-                         members=tuple(sorted(key for key, member in self._members.items()
-                                              if source.broker is None
-                                              or source.broker in member.brokers)))
+                         members=self._alive_members(source.broker))
         client_id, address, broker = source
         member = self._members[(client_id, address)]
         return Heartbeat(ts=0, group=self.group, system=self.system, client_id=client_id,
