@@ -105,10 +105,6 @@ def _advance(entry: ShardEntry | None, events: Sequence[tuple[Event, int]],
         waiting = view.events(unpack_kept(entry.kept))
     if not fold_refreshes:
         events, waiting = [*waiting, *events], []
-    elif view is not None and events:
-        # The new refreshes that lead go onto the view with the kept ones (a capped group's).
-        leading = view.restating(entry.kept, events, stems)  # type: ignore[union-attr]  # a view: an entry
-        waiting, events = [*waiting, *events[:leading]], events[leading:]
     output, refreshes = stepped(entry.blob if entry else None, events,
                                 watermark_ms=watermark_ms, config=config, refreshes=waiting)
     if output.blob is None:

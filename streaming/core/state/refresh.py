@@ -39,7 +39,7 @@ import hashlib
 import re
 import struct
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from itertools import accumulate
 from operator import itemgetter
 from typing import NamedTuple
@@ -445,39 +445,19 @@ class Refreshes:
         if watermark_ms is not None and watermark_ms >= renewal.bound and (
                 watermark_ms >= renewal.deadline()):
             return None
-        items = list(items)
-        added = list(self._restating(renewal, items)) if count + len(items) <= self.cap else []
-        if len(added) < len(items):
-            self._renewal = None        # it renewed what is not kept
-            return None
+        added: list[Kept] = []
+        for ts, offset, stem, event in items:
+            expired = ts >= renewal.bound and ts >= renewal.deadline()
+            ref = None if expired else self._reference(ts, offset, stem, event)
+            if ref is None or count + len(added) >= self.cap:
+                self._renewal = None        # it renewed what is not kept
+                return None
+            renewal.renew(self._renewed_by(ref.source), ts)
+            added.append(ref)
         if added:
             renewal.kept = kept + pack_kept(added, renewal.last)
             renewal.last, renewal.count = added[-1], count + len(added)
         return renewal.kept, renewal.deadline()
-
-    def restating(self, kept: bytes, events: Sequence[tuple[Event, int]],
-                  stems: Sequence[bytes | None] | None = None) -> int:
-        """How many of the events, from the first, this view would keep after `kept` were it
-        not for the cap and the watermark: each a refresh of the view, none after a session
-        has expired. A step puts them onto the view at once, as it does the kept ones."""
-        stemmed = (zip(events, stems, strict=True) if stems is not None
-                   else ((each, None) for each in events))
-        items = ((event.ts, offset, stem, event) for (event, offset), stem in stemmed)
-        count = sum(1 for _ in self._restating(self._renewed(kept), items))
-        self._renewal = None            # it renewed what is not kept
-        return count
-
-    def _restating(self, renewal: Renewal,
-                   items: Iterable[tuple[int, int, bytes | None, Event | None]]) -> Iterator[Kept]:
-        """Each item's reference, renewing its sessions, up to the first that is no refresh of
-        this view or comes once a session has expired."""
-        for ts, offset, stem, event in items:
-            expired = ts >= renewal.bound and ts >= renewal.deadline()
-            ref = None if expired else self._reference(ts, offset, stem, event)
-            if ref is None:
-                return
-            renewal.renew(self._renewed_by(ref.source), ts)
-            yield ref
 
     def _reference(self, ts: int, offset: int, stem: bytes | None = None,
                    event: Event | None = None) -> Kept | None:
