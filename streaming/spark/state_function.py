@@ -286,9 +286,11 @@ def _from_stems(key: GroupKey, entries: dict, rows: list[tuple],
     row's event rebuilt from its view (Refreshes.restated), equal to the row's parse."""
     refreshes, stamped = known
     entry = entries[key]
-    for (stem, _, _), (*_, copy) in zip(stamped, rows, strict=True):
-        if copy == 0:
-            counts.valid[refreshes.type_of(stem)] += 1
+    # By stem, then by type: a group's rows repeat a few stems (one a source).
+    counted = Counter(stem for (stem, _, _), (*_, copy) in zip(stamped, rows, strict=True)
+                      if copy == 0)
+    for stem, number in counted.items():
+        counts.valid[refreshes.type_of(stem)] += number
     counts.saw(key.cluster, max(ts for _, ts, _ in stamped))
     try:
         room = refreshes.room(entry.kept)      # each row is one event of the group
