@@ -91,6 +91,42 @@ def test_invalid_events_are_rejected_with_a_stable_reason(raw, reason):
     assert result.reason in INVALID_REASONS
 
 
+LED = b'{"v":1,"type":"heartbeat","ts":1700000000000,"group":"g"'
+BODY = b',"client_id":"c","topics":["T"],"strategy":"AVG"'
+
+
+@pytest.mark.parametrize("raw", [
+    LED + BODY + b',"group":"h"}', LED + BODY + b',"ts":1700000000001}',
+    LED + BODY + b',"ts":"2023-11-14T22:13:21Z"}',
+    LED + BODY + b',"system":"kafka","strategy":"range"}', LED + BODY + b',"cluster":"eu"}',
+    LED + b',"cluster":"eu"' + BODY + b',"cluster":null}', LED + BODY + b',"gro\\u0075p":"h"}',
+])
+def test_a_member_contradicting_the_leading_ones_is_a_repeated_envelope(raw):
+    """The job routes an event that starts with its leading members by them
+    (streaming/spark/parse.py); a later member saying otherwise would have sent it elsewhere."""
+    assert not isinstance(parse_event(LED + BODY + b"}"), Invalid)
+    result = parse_event(raw)
+    assert isinstance(result, Invalid) and result.reason == "repeated_envelope", result
+
+
+@pytest.mark.parametrize("raw", [
+    LED + BODY + b',"group":"g","ts":1700000000000}',                      # said again, alike
+    LED + BODY + b',"ts":"2023-11-14T22:13:20Z","cluster":null}',          # the same time
+    LED + b',"system":"rocketmq","cluster":"eu"' + BODY + b',"cluster":"eu"}',
+    b'{"v":1,"type":"heartbeat","ts":1700000000000' + BODY + b',"group":"g","group":"h"}',
+    b'{"v":1, "type":"heartbeat", "ts":1700000000000, "group":"g"' + BODY + b',"group":"h"}',
+])
+def test_members_that_agree_or_an_event_without_leading_members_are_not_contradicted(raw):
+    assert not isinstance(parse_event(raw), Invalid), parse_event(raw)
+
+
+def test_a_route_led_by_its_group_cannot_name_groups():
+    route = (b'{"v":1,"type":"route","ts":1700000000000,"group":"a","topic":"T",'
+             b'"brokers":{"b":2}')
+    assert not isinstance(parse_event(route + b"}"), Invalid)
+    assert parse_event(route + b',"groups":["b"]}').reason == "repeated_envelope"
+
+
 def test_parse_never_raises_on_odd_input():
     for raw in (None, 12, b"", b"null", b"{" * 100_000, {"type": ["heartbeat"]},
                 {"type": "heartbeat", "ts": float("nan"), "group": "g"}):

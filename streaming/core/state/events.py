@@ -29,7 +29,7 @@ from streaming.core.contract import (
     Queue2,
     StrategyBasis,
 )
-from streaming.core.state.fields import EVENT_TYPES, FIELDS
+from streaming.core.state.fields import EVENT_TYPES, FIELDS, LEADING, LEADING_PATTERN
 
 MAX_EVENT_BYTES = 1024 * 1024
 MIN_TS_MS = 946_684_800_000      # 2000-01-01T00:00:00Z
@@ -40,7 +40,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 INVALID_REASONS: tuple[str, ...] = (
     "not_json", "not_object", "oversized", "missing_field", "wrong_type", "unknown_type",
     "missing_group", "bad_timestamp", "unknown_strategy", "bad_version", "unknown_system",
-    "bad_value",
+    "bad_value", "repeated_envelope",
 )
 SYSTEMS = ("rocketmq", "kafka")
 # GO_*: the Go client's algorithms (streaming/core/allocation/rocketmq_go.py).
@@ -176,7 +176,11 @@ def parse_event(raw: bytes | str | Mapping[str, JsonValue]) -> list[Event] | Inv
     """Validate one event; a route naming `groups` fans out into one Event per group."""
     try:
         obj = _load(raw)
-        return _parse_object(obj)
+        events = _parse_object(obj)
+        if not isinstance(raw, Mapping):
+            _check_leading(raw.encode("utf-8", "surrogatepass") if isinstance(raw, str)
+                           else bytes(raw), obj, events)
+        return events
     except _Reject as rejected:
         return Invalid(rejected.reason, rejected.detail)
     except (RecursionError, ValueError, TypeError, OverflowError) as error:  # belt and braces
@@ -199,6 +203,25 @@ def _load(raw: bytes | str | Mapping[str, JsonValue]) -> Mapping[str, JsonValue]
     if not isinstance(obj, dict):
         raise _Reject("not_object", f"top-level JSON is {type(obj).__name__}")
     return obj
+
+
+_LEADING = re.compile(LEADING_PATTERN.encode())
+
+
+def _check_leading(raw: bytes, obj: Mapping[str, JsonValue], events: list[Event]) -> None:
+    """An event that starts with its leading members (fields.LEADING_PATTERN) is routed by
+    them: the rest of it must not say otherwise, as a repeated member would (JSON's last one
+    wins) or a route's `groups`."""
+    lead = _LEADING.match(raw)
+    if lead is None:
+        return
+    said = dict(zip(LEADING, lead.groups(), strict=True))
+    system = said["system"].decode() if said["system"] is not None else "rocketmq"
+    cluster = said["cluster"].decode() if said["cluster"] is not None else None
+    [first, *more] = events
+    if (more or first.group != said["group"].decode() or first.ts != int(said["ts"])
+            or first.system != system or obj.get("cluster") != cluster):
+        raise _Reject("repeated_envelope", "a member after the leading ones contradicts them")
 
 
 def _parse_object(obj: Mapping[str, JsonValue]) -> list[Event]:

@@ -334,7 +334,30 @@ FIELDS: tuple[ContractField, ...] = (
         extra={"system": "kafka"}),
 )
 
-COMMON = frozenset({"v", "type", "ts", "group", "system", "cluster"})
+# The members every event may have, in the order this project's producers write them first.
+LEADING = ("v", "type", "ts", "group", "system", "cluster")
+COMMON = frozenset(LEADING)
+# An event that starts with them as they are written here is routed by them, without a full
+# parse (streaming/spark/parse.py); its later members must not say otherwise (docs/events.md,
+# repeated_envelope). Each value is plain: an integer as JSON writes it, or a string with no
+# quote or backslash; system and cluster may be left out. Java's regex and Python's re read
+# the pattern alike; group i + 1 is LEADING[i]'s value.
+LEADING_INTEGERS = {"v": "1", "ts": "-?[1-9][0-9]{0,17}|0"}
+LEADING_STRINGS = {"type": "[a-z_]+", "group": r'[^"\\]*', "system": "[a-z]+",
+                   "cluster": r'[^"\\]*'}
+LEADING_OPTIONAL = ("system", "cluster")
+
+
+def _leading_member(name: str) -> str:
+    if name in LEADING_INTEGERS:
+        return f'"{name}":({LEADING_INTEGERS[name]})'
+    return f'"{name}":"({LEADING_STRINGS[name]})"'
+
+
+LEADING_PATTERN = ("^\\{" + ",".join(_leading_member(name) for name in LEADING
+                                     if name not in LEADING_OPTIONAL)
+                   + "".join(f"(?:,{_leading_member(name)})?" for name in LEADING_OPTIONAL)
+                   + "[,}]")
 BY_NAME: dict[str, ContractField] = {f.name: f for f in FIELDS}
 
 
