@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from streaming.core.state.fields import names_for
+from streaming.core.state.fields import COMMON, LEADING, names_for
 
 VERSION = 1
 # The fields each builder may write beyond its arguments: the contract's table, where every field
@@ -69,9 +69,16 @@ def _with(event: dict[str, Any], fields: Mapping[str, Any], allowed: frozenset[s
     for name, value in fields.items():
         if value is not None:
             event[name] = value
-    return event
+    return _envelope_first(event)
 
 
 def stamped(event: dict[str, Any], cluster: str) -> dict[str, Any]:
     """The event naming the cluster it describes (docs/events.md, cluster)."""
-    return {**event, "cluster": cluster}
+    return _envelope_first({**event, "cluster": cluster})
+
+
+def _envelope_first(event: dict[str, Any]) -> dict[str, Any]:
+    """The members every event may have first, in their order (fields.LEADING): the job
+    routes such an event without parsing all of it."""
+    return {**{name: event[name] for name in LEADING if name in event},
+            **{name: value for name, value in event.items() if name not in COMMON}}

@@ -10,7 +10,7 @@ default (so every event of a group lands in that group's partition), or one nami
     >>> sink = EventSink(epoch_ms=1_700_000_000_000)
     >>> sink.route("T", [("T", "broker-a", 0)], ["g"], 5)
     >>> sink.drain()
-    [{'v': 1, 'type': 'route', 'ts': 1700000000005, 'topic': 'T', 'group': 'g', 'queues': [['broker-a', 0]]}]
+    [{'v': 1, 'type': 'route', 'ts': 1700000000005, 'group': 'g', 'topic': 'T', 'queues': [['broker-a', 0]]}]
 
 `EncodedSink` yields (key, value) bytes ready for Kafka; a client's heartbeat is encoded once per
 change of the client and only the timestamp and broker are spliced in per event.
