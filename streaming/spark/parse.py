@@ -6,6 +6,12 @@ name are two states) and its event time. The full contract is checked by the cor
 (`streaming.core.state.events.parse_event`) inside the state function, so one validator decides
 what is valid. Records that cannot be routed (not JSON, no group, oversized) go to one reserved
 key; the state function turns them into dead letters with a reason.
+
+A record that starts with its leading members as this project's producers write them
+(fields.LEADING_PATTERN) is routed by them, with a regular expression and a split: Spark's
+`from_json` cost the read stage about half its time (docs/benchmarks.md). The core's parser
+dead-letters such a record when a later member contradicts them (`repeated_envelope`), so
+what it routes is what `from_json` would read.
 """
 
 from __future__ import annotations
@@ -17,6 +23,12 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from streaming.core.contract import DEFAULT_CLUSTER
+from streaming.core.state.fields import (
+    LEADING,
+    LEADING_INTEGERS,
+    LEADING_OPTIONAL,
+    LEADING_PATTERN,
+)
 
 # No real group can be named this: the contract rejects control characters in names.
 UNROUTABLE_KEY = "\u0000unroutable"
@@ -24,7 +36,6 @@ UNROUTABLE_KEY = "\u0000unroutable"
 DEFAULT_SYSTEM = "rocketmq"
 
 ENVELOPE_SCHEMA = T.StructType([
-    T.StructField("type", T.StringType()),
     T.StructField("system", T.StringType()),
     T.StructField("ts", T.StringType()),     # epoch ms or ISO-8601; numbers arrive as their text
     T.StructField("group", T.StringType()),
@@ -46,8 +57,15 @@ def route_events(records: DataFrame, max_event_bytes: int, shards: int,
     own, so it is the same on every executor and version; `shard_keys` (None: the shard's number)
     gives each shard's state key (streaming.spark.shard_keys). A route naming several groups becomes
     one row per group; `copy` is 0 on the first, so each record is counted (or dead-lettered)
-    once. `arrival_ms` is the record's Kafka timestamp; `cluster` the cluster its producer names."""
-    envelope = F.from_json(F.col("value").cast("string"), ENVELOPE_SCHEMA)
+    once. `arrival_ms` is the record's Kafka timestamp; `cluster` the cluster its producer names.
+    A record that starts with its leading members is routed by them (`leading_envelope`),
+    any other by `from_json`."""
+    # The leading members found and split once, in projections of their own: Spark would do
+    # it again for each field read from them (a CASE's branch shares no subexpression).
+    records = (records.withColumn("lead", leading_members(F.col("value")))
+               .withColumn("lead_parts", leading_parts(F.col("lead"))))
+    envelope = F.coalesce(leading_envelope(F.col("lead_parts")),
+                          F.from_json(F.col("value").cast("string"), ENVELOPE_SCHEMA))
     enriched = records.select(
         F.col("value"), F.col("offset"), F.col("timestamp").alias("kafka_ts"),
         envelope.alias("env"),
@@ -76,6 +94,49 @@ def route_events(records: DataFrame, max_event_bytes: int, shards: int,
              "event_time", "offset", "value", "arrival_ms", "copy", "cluster",
              ).withColumn("shard", _shard_key(F.pmod(F.xxhash64("system", "group"), F.lit(shards)),
                                               shard_keys))
+
+
+def leading_members(value: Column) -> Column:
+    """The text of the record's leading members (fields.LEADING_PATTERN), "" when it does not
+    start with them."""
+    return F.regexp_extract(value.cast("string"), LEADING_PATTERN, 0)
+
+
+def leading_parts(lead: Column) -> Column:
+    """The leading members split at their quotes (null without them): a string member's name,
+    ":", its value and what follows are four parts; an integer member's name and ":digits,"
+    two."""
+    return F.when(lead != F.lit(""), F.split(lead, '"'))
+
+
+def leading_envelope(parts: Column) -> Column:
+    """ENVELOPE_SCHEMA's fields as the leading members give them (the text `from_json` gives a
+    string field: a string's content, an integer's digits), from their `leading_parts`; null
+    without them."""
+    values: dict[str, Column] = {}
+    at = 2                                  # 1-based; part 1 is the opening brace
+    for name in LEADING:
+        if name in LEADING_OPTIONAL:
+            break
+        if name in LEADING_INTEGERS:
+            values[name], at = F.btrim(_part(parts, at + 1), F.lit(":,")), at + 2
+        else:
+            values[name], at = _part(parts, at + 2), at + 4
+    optional = [name for name in LEADING if name in LEADING_OPTIONAL]
+    for order, name in enumerate(optional):   # each string member, after any optional before it
+        found = None
+        for slot in range(order + 1):
+            here = at + 4 * slot
+            value = F.when(_part(parts, here) == F.lit(name), _part(parts, here + 2))
+            found = value if found is None else F.coalesce(found, value)
+        values[name] = found
+    return F.when(parts.isNotNull(), F.struct(*(
+        (values[f.name] if f.name in values else F.lit(None).cast(f.dataType)).alias(f.name)
+        for f in ENVELOPE_SCHEMA)))
+
+
+def _part(parts: Column, index: int) -> Column:
+    return F.try_element_at(parts, F.lit(index))
 
 
 def _shard_key(shard: Column, keys: Sequence[int] | None) -> Column:
