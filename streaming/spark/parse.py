@@ -63,8 +63,8 @@ def route_events(records: DataFrame, max_event_bytes: int, shards: int,
     # The leading members found and split once, in projections of their own: Spark would do
     # it again for each field read from them (a CASE's branch shares no subexpression).
     records = (records.withColumn("lead", leading_members(F.col("value")))
-               .withColumn("lead_parts", leading_parts(F.col("lead"))))
-    envelope = F.coalesce(leading_envelope(F.col("lead_parts")),
+               .withColumn("led", led_members(F.col("value"), F.col("lead"))))
+    envelope = F.coalesce(leading_envelope(F.col("led")),
                           F.from_json(F.col("value").cast("string"), ENVELOPE_SCHEMA))
     enriched = records.select(
         F.col("value"), F.col("offset"), F.col("timestamp").alias("kafka_ts"),
@@ -102,41 +102,31 @@ def leading_members(value: Column) -> Column:
     return F.regexp_extract(value.cast("string"), LEADING_PATTERN, 0)
 
 
-def leading_parts(lead: Column) -> Column:
-    """The leading members split at their quotes (null without them): a string member's name,
-    ":", its value and what follows are four parts; an integer member's name and ":digits,"
-    two."""
-    return F.when(lead != F.lit(""), F.split(lead, '"'))
+def led_members(value: Column, lead: Column) -> Column:
+    """The record's leading members `lead`, or null when it is not led by them
+    (streaming.core.state.events.led_by: it does not start with them, or names an optional one
+    it leaves out later)."""
+    led = lead != F.lit("")
+    for name in LEADING_OPTIONAL:
+        led = led & (F.contains(lead, F.lit(f'"{name}":'))
+                     | ~F.contains(value.cast("string"), F.lit(f'"{name}"')))
+    return F.when(led, lead)
 
 
-def leading_envelope(parts: Column) -> Column:
+def leading_envelope(lead: Column) -> Column:
     """ENVELOPE_SCHEMA's fields as the leading members give them (the text `from_json` gives a
-    string field: a string's content, an integer's digits), from their `leading_parts`; null
-    without them."""
-    values: dict[str, Column] = {}
-    at = 2                                  # 1-based; part 1 is the opening brace
-    for name in LEADING:
-        if name in LEADING_OPTIONAL:
-            break
+    string field: a string's content, an integer's digits), from `led_members`; null without
+    them."""
+    def member(name: str) -> Column:
+        after = F.substring_index(lead, f'"{name}":', -1)
         if name in LEADING_INTEGERS:
-            values[name], at = F.btrim(_part(parts, at + 1), F.lit(":,")), at + 2
-        else:
-            values[name], at = _part(parts, at + 2), at + 4
-    optional = [name for name in LEADING if name in LEADING_OPTIONAL]
-    for order, name in enumerate(optional):   # each string member, after any optional before it
-        found = None
-        for slot in range(order + 1):
-            here = at + 4 * slot
-            value = F.when(_part(parts, here) == F.lit(name), _part(parts, here + 2))
-            found = value if found is None else F.coalesce(found, value)
-        values[name] = found
-    return F.when(parts.isNotNull(), F.struct(*(
-        (values[f.name] if f.name in values else F.lit(None).cast(f.dataType)).alias(f.name)
+            return F.substring_index(after, ",", 1)
+        text = F.substring_index(F.substr(after, F.lit(2)), '"', 1)
+        return F.when(F.contains(lead, F.lit(f'"{name}":')), text) if name in LEADING_OPTIONAL \
+            else text
+    return F.when(lead.isNotNull(), F.struct(*(
+        (member(f.name) if f.name in LEADING else F.lit(None).cast(f.dataType)).alias(f.name)
         for f in ENVELOPE_SCHEMA)))
-
-
-def _part(parts: Column, index: int) -> Column:
-    return F.try_element_at(parts, F.lit(index))
 
 
 def _shard_key(shard: Column, keys: Sequence[int] | None) -> Column:

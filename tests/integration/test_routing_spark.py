@@ -26,7 +26,7 @@ from streaming.spark.parse import (
     UNROUTABLE_KEY,
     leading_envelope,
     leading_members,
-    leading_parts,
+    led_members,
     route_events,
 )
 
@@ -84,6 +84,12 @@ EDGE_CASES = [
     b'{"v":1,"type":"heartbeat","ts":1,"group":"a","topics":["x"],"system":"kafka"}',
     b'{"v":1,"type":"heartbeat","ts":1,"group":"a","topics":["x"],"cluster":"c"}',
     b'{"cluster":"c","v":1,"type":"heartbeat","ts":1,"group":"a"}',
+    b'{"v":1,"type":"heartbeat","ts":1700000000000,"group":"a","client_id":"c","topics":["T"],'
+    b'"strategy":"AVG","cluster":"eu"}',
+    b'{"v":1,"type":"heartbeat","ts":1700000000000,"group":"a","client_id":"c","topics":["T"],'
+    b'"strategy":"range","system":"kafka"}',
+    b'{"v":1,"type":"heartbeat","ts":1700000000000,"group":"a","cluster":"caf\\u00e9",'
+    b'"client_id":"c","topics":["T"],"strategy":"AVG"}',
     b'{"v":1,"type":"route","ts":1,"groups":"a","topic":"T"}',
     b'{"v":1,"type":"route","ts":1,"groups":"a","group":"b","topic":"T"}',
     b'{"v":1,"type":"route","ts":1,"group":"b","groups":5}',
@@ -185,7 +191,7 @@ def routed_both_ways(spark, values: list[bytes]):
         return {offset: sorted(found) for offset, found in by_offset.items()}
 
     led = [row.led for row in spark.createDataFrame([(v,) for v in values], "value binary")
-           .select(leading_envelope(leading_parts(leading_members(F.col("value"))))
+           .select(leading_envelope(led_members(F.col("value"), leading_members(F.col("value"))))
                    .isNotNull().alias("led"))
            .collect()]
     return rows(b""), rows(b" "), led

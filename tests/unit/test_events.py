@@ -97,9 +97,10 @@ BODY = b',"client_id":"c","topics":["T"],"strategy":"AVG"'
 
 @pytest.mark.parametrize("raw", [
     LED + BODY + b',"group":"h"}', LED + BODY + b',"ts":1700000000001}',
-    LED + BODY + b',"ts":"2023-11-14T22:13:21Z"}',
-    LED + BODY + b',"system":"kafka","strategy":"range"}', LED + BODY + b',"cluster":"eu"}',
-    LED + b',"cluster":"eu"' + BODY + b',"cluster":null}', LED + BODY + b',"gro\\u0075p":"h"}',
+    LED + BODY + b',"ts":"2023-11-14T22:13:21Z"}', LED + BODY + b',"gro\\u0075p":"h"}',
+    LED + b',"cluster":"eu"' + BODY + b',"cluster":null}',
+    LED + b',"system":"rocketmq","cluster":"eu"' + BODY + b',"system":"kafka","strategy":"range"}',
+    LED + BODY + b',"clu\\u0073ter":"eu"}',
 ])
 def test_a_member_contradicting_the_leading_ones_is_a_repeated_envelope(raw):
     """The job routes an event that starts with its leading members by them
@@ -112,6 +113,8 @@ def test_a_member_contradicting_the_leading_ones_is_a_repeated_envelope(raw):
 @pytest.mark.parametrize("raw", [
     LED + BODY + b',"group":"g","ts":1700000000000}',                      # said again, alike
     LED + BODY + b',"ts":"2023-11-14T22:13:20Z","cluster":null}',          # the same time
+    LED + BODY + b',"cluster":"eu"}',                  # written later, so not led: from_json
+    LED + BODY + b',"system":"kafka","strategy":"range"}',
     LED + b',"system":"rocketmq","cluster":"eu"' + BODY + b',"cluster":"eu"}',
     b'{"v":1,"type":"heartbeat","ts":1700000000000' + BODY + b',"group":"g","group":"h"}',
     b'{"v":1, "type":"heartbeat", "ts":1700000000000, "group":"g"' + BODY + b',"group":"h"}',

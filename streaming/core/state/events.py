@@ -29,7 +29,13 @@ from streaming.core.contract import (
     Queue2,
     StrategyBasis,
 )
-from streaming.core.state.fields import EVENT_TYPES, FIELDS, LEADING, LEADING_PATTERN
+from streaming.core.state.fields import (
+    EVENT_TYPES,
+    FIELDS,
+    LEADING,
+    LEADING_OPTIONAL,
+    LEADING_PATTERN,
+)
 
 MAX_EVENT_BYTES = 1024 * 1024
 MIN_TS_MS = 946_684_800_000      # 2000-01-01T00:00:00Z
@@ -208,19 +214,32 @@ def _load(raw: bytes | str | Mapping[str, JsonValue]) -> Mapping[str, JsonValue]
 _LEADING = re.compile(LEADING_PATTERN.encode())
 
 
-def _check_leading(raw: bytes, obj: Mapping[str, JsonValue], events: list[Event]) -> None:
-    """An event that starts with its leading members (fields.LEADING_PATTERN) is routed by
-    them: the rest of it must not say otherwise, as a repeated member would (JSON's last one
-    wins) or a route's `groups`."""
+def led_by(raw: bytes) -> dict[str, str] | None:
+    """The leading members' values by name (an optional one left out is absent) when `raw` is
+    led by them: it starts with them (fields.LEADING_PATTERN), and an optional one it leaves
+    out is not named later either (a producer may write `system` or `cluster` after other
+    members). The job's router reads the same (streaming/spark/parse.py)."""
     lead = _LEADING.match(raw)
     if lead is None:
+        return None
+    said = {name: value.decode() for name, value in zip(LEADING, lead.groups(), strict=True)
+            if value is not None}
+    if any(name not in said and b'"%s"' % name.encode() in raw for name in LEADING_OPTIONAL):
+        return None
+    return said
+
+
+def _check_leading(raw: bytes, obj: Mapping[str, JsonValue], events: list[Event]) -> None:
+    """An event led by its leading members (`led_by`) is routed by them: the rest of it must
+    not say otherwise, as a repeated member would (JSON's last one wins) or a route's
+    `groups`."""
+    said = led_by(raw)
+    if said is None:
         return
-    said = dict(zip(LEADING, lead.groups(), strict=True))
-    system = said["system"].decode() if said["system"] is not None else "rocketmq"
-    cluster = said["cluster"].decode() if said["cluster"] is not None else None
     [first, *more] = events
-    if (more or first.group != said["group"].decode() or first.ts != int(said["ts"])
-            or first.system != system or obj.get("cluster") != cluster):
+    if (more or first.group != said["group"] or first.ts != int(said["ts"])
+            or first.system != said.get("system", "rocketmq")
+            or obj.get("cluster") != said.get("cluster")):
         raise _Reject("repeated_envelope", "a member after the leading ones contradicts them")
 
 
