@@ -160,6 +160,13 @@ def test_every_example_in_the_contract_doc_parses():
         assert isinstance(parse_event(example), list), example
 
 
+def test_every_invalid_reason_has_its_row_in_the_contract_doc():
+    import pathlib
+
+    text = (pathlib.Path(__file__).parents[2] / "docs" / "events.md").read_text()
+    assert [reason for reason in INVALID_REASONS if f"| `{reason}` |" not in text] == []
+
+
 def test_schema_file_is_shipped_beside_the_parser():
     import pathlib
 
