@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import signal
 import sys
 import threading
@@ -44,6 +45,7 @@ from streaming.common.faults import Backoff, StateLog, cause_of, error_cause
 from streaming.common.kafka_options import KafkaClientOptions, parse_kafka_options
 from streaming.common.options import OptionError, option, switch
 from streaming.common.options import add_arguments as add_options
+from streaming.core.state.fields import LEADING, LEADING_PATTERN
 from streaming.core.switches import parse_bool
 
 log = logging.getLogger("rebalance_monitor.simulate")
@@ -345,14 +347,25 @@ def main(args: SimulateOptions) -> int:
         return 0
 
 
+_LEADING = re.compile(LEADING_PATTERN.encode())
+_CLUSTER = LEADING.index("cluster") + 1
+
+
 def with_cluster(events, cluster: str | None):
-    """The encoded events, each naming `cluster` first (unchanged when it is None)."""
+    """The encoded events, each naming `cluster` after its other leading members
+    (fields.LEADING_PATTERN), or first when it has none (unchanged when `cluster` is None)."""
     if cluster is None:
         yield from events
         return
-    prefix = b'{"cluster":' + json.dumps(cluster).encode() + b","
+    named = json.dumps(cluster).encode()
     for key, value in events:
-        yield key, prefix + value[1:]
+        lead = _LEADING.match(value)
+        if lead is None:
+            yield key, b'{"cluster":' + named + b"," + value[1:]
+        elif lead.group(_CLUSTER) is not None:
+            yield key, value
+        else:
+            yield key, value[:lead.end() - 1] + b',"cluster":' + named + value[lead.end() - 1:]
 
 
 def _main(args: SimulateOptions) -> int:
