@@ -7,11 +7,12 @@ name are two states) and its event time. The full contract is checked by the cor
 what is valid. Records that cannot be routed (not JSON, no group, oversized) go to one reserved
 key; the state function turns them into dead letters with a reason.
 
-A record that starts with its leading members as this project's producers write them
-(fields.LEADING_PATTERN) is routed by them, with a regular expression and a split: Spark's
-`from_json` cost the read stage about half its time (docs/benchmarks.md). The core's parser
-dead-letters such a record when a later member contradicts them (`repeated_envelope`), so
-what it routes is what `from_json` would read.
+A record led by its leading members as this project's producers write them
+(fields.LEADING_PATTERN) is routed by them, with a regular expression and a few string
+functions: Spark's `from_json` cost the read stage about half its time (docs/benchmarks.md).
+The core's parser dead-letters such a record when a later member contradicts them
+(`repeated_envelope`), so one it accepts goes where `from_json` would send it
+(tests/integration/test_routing_spark.py).
 """
 
 from __future__ import annotations
@@ -60,8 +61,8 @@ def route_events(records: DataFrame, max_event_bytes: int, shards: int,
     once. `arrival_ms` is the record's Kafka timestamp; `cluster` the cluster its producer names.
     A record that starts with its leading members is routed by them (`leading_envelope`),
     any other by `from_json`."""
-    # The leading members found and split once, in projections of their own: Spark would do
-    # it again for each field read from them (a CASE's branch shares no subexpression).
+    # The leading members found once, in projections of their own: Spark would find them
+    # again for each field read from them (a CASE's branch shares no subexpression).
     records = (records.withColumn("lead", leading_members(F.col("value")))
                .withColumn("led", led_members(F.col("value"), F.col("lead"))))
     envelope = F.coalesce(leading_envelope(F.col("led")),
