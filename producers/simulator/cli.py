@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import re
 import signal
 import sys
 import threading
@@ -45,7 +44,7 @@ from streaming.common.faults import Backoff, StateLog, cause_of, error_cause
 from streaming.common.kafka_options import KafkaClientOptions, parse_kafka_options
 from streaming.common.options import OptionError, option, switch
 from streaming.common.options import add_arguments as add_options
-from streaming.core.state.fields import LEADING, LEADING_PATTERN
+from streaming.core.state.fields import LEADING, LEADING_RE
 from streaming.core.switches import parse_bool
 
 log = logging.getLogger("rebalance_monitor.simulate")
@@ -347,7 +346,6 @@ def main(args: SimulateOptions) -> int:
         return 0
 
 
-_LEADING = re.compile(LEADING_PATTERN.encode())
 _CLUSTER = LEADING.index("cluster") + 1
 
 
@@ -359,7 +357,7 @@ def with_cluster(events, cluster: str | None):
         return
     named = json.dumps(cluster).encode()
     for key, value in events:
-        lead = _LEADING.match(value)
+        lead = LEADING_RE.match(value)
         if lead is None:
             yield key, b'{"cluster":' + named + b"," + value[1:]
         elif lead.group(_CLUSTER) is not None:

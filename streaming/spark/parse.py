@@ -123,8 +123,9 @@ def leading_envelope(lead: Column) -> Column:
         if name in LEADING_INTEGERS:
             return F.substring_index(after, ",", 1)
         text = F.substring_index(F.substr(after, F.lit(2)), '"', 1)
-        return F.when(F.contains(lead, F.lit(f'"{name}":')), text) if name in LEADING_OPTIONAL \
-            else text
+        if name not in LEADING_OPTIONAL:
+            return text
+        return F.when(F.contains(lead, F.lit(f'"{name}":')), text)
     return F.when(lead.isNotNull(), F.struct(*(
         (member(f.name) if f.name in LEADING else F.lit(None).cast(f.dataType)).alias(f.name)
         for f in ENVELOPE_SCHEMA)))

@@ -34,7 +34,7 @@ from streaming.core.state.fields import (
     FIELDS,
     LEADING,
     LEADING_OPTIONAL,
-    LEADING_PATTERN,
+    LEADING_RE,
 )
 
 MAX_EVENT_BYTES = 1024 * 1024
@@ -211,15 +211,12 @@ def _load(raw: bytes | str | Mapping[str, JsonValue]) -> Mapping[str, JsonValue]
     return obj
 
 
-_LEADING = re.compile(LEADING_PATTERN.encode())
-
-
 def led_by(raw: bytes) -> dict[str, str] | None:
     """The leading members' values by name (an optional one left out is absent) when `raw` is
     led by them: it starts with them (fields.LEADING_PATTERN), and an optional one it leaves
     out is not named later either (a producer may write `system` or `cluster` after other
     members). The job's router reads the same (streaming/spark/parse.py)."""
-    lead = _LEADING.match(raw)
+    lead = LEADING_RE.match(raw)
     if lead is None:
         return None
     said = {name: value.decode() for name, value in zip(LEADING, lead.groups(), strict=True)

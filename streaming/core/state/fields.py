@@ -15,6 +15,7 @@ parser's source names no other key.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -358,6 +359,7 @@ LEADING_PATTERN = ("^\\{" + ",".join(_leading_member(name) for name in LEADING
                                      if name not in LEADING_OPTIONAL)
                    + "".join(f"(?:,{_leading_member(name)})?" for name in LEADING_OPTIONAL)
                    + "[,}]")
+LEADING_RE = re.compile(LEADING_PATTERN.encode())      # Python's, on a record's bytes
 BY_NAME: dict[str, ContractField] = {f.name: f for f in FIELDS}
 
 
