@@ -236,6 +236,14 @@ def snapshot_of(blob: bytes, config: StepConfig | None = None) -> tuple[GroupMet
     return group_metrics(view.state, view.current_findings()), _detail(view)
 
 
+def restored_of(blob: bytes, config: StepConfig | None = None,
+                ) -> tuple[GroupMetrics, dict[FindingIdentity, int]]:
+    """`snapshot_of` without the detail: the metrics, and each finding open in the detail with
+    its start (OpenFinding.since). A restart renders a group's detail when it is asked for."""
+    view = _restored_view(blob, config or StepConfig())
+    return group_metrics(view.state, view.current_findings()), _open_since(view)
+
+
 def _restored_view(blob: bytes, config: StepConfig) -> Replay:
     """The blob's view as stored, when it stores one: the replay of its window up to its `now`,
     which the exact twin replays (tests/unit/test_group_detail.py compares the two)."""
@@ -424,11 +432,17 @@ def _conclude(view: Replay, open_findings: Mapping[FindingIdentity, int],
 
 
 def _detail(view: Replay, open_now: Mapping[FindingIdentity, int] | None = None) -> GroupDetail:
-    state = view.state
     current = view.current_findings()
-    if open_now is None:
-        open_now = {f.identity: state.since.get(f.identity, state.now) for f in current.findings}
-    return group_detail(state, open_now, {f.identity: f.detail for f in current.findings})
+    return group_detail(view.state, _open_since(view) if open_now is None else open_now,
+                        {f.identity: f.detail for f in current.findings})
+
+
+def _open_since(view: Replay) -> dict[FindingIdentity, int]:
+    """Each finding open in the view, with when it opened (the view's time for one the state
+    has no start for)."""
+    state = view.state
+    return {f.identity: state.since.get(f.identity, state.now)
+            for f in view.current_findings().findings}
 
 
 def _last_pending(stored: Stored[str]) -> Cursor | None:

@@ -43,7 +43,7 @@ from streaming.common.listener import listen
 from streaming.common.logs import log_format
 from streaming.core.state.codec import CodecError
 from streaming.core.state.shard import salvage_shard
-from streaming.core.step import StepConfig, snapshot_of
+from streaming.core.step import StepConfig
 from streaming.exporter import (
     ClientSeriesPolicy,
     GroupFamiliesText,
@@ -54,6 +54,7 @@ from streaming.exporter import (
 from streaming.exporter.api import group_api
 from streaming.exporter.health import SourceCollector, query_restarts
 from streaming.exporter.prerender import Prerender
+from streaming.exporter.restore import restore_group
 from streaming.exporter.scrape_text import ScrapeText
 from streaming.exporter.views import PageLinks
 from streaming.jars import spark_kafka_conf
@@ -191,13 +192,10 @@ def restore_snapshots(spark: SparkSession, checkpoint: str, store: SnapshotStore
         unreadable += bool(salvaged and salvaged.broken)
         for key, entry in salvaged.entries.items() if salvaged else ():
             try:
-                metrics, detail = snapshot_of(entry.blob, step_config)
+                restore_group(store, key, entry.blob, step_config)
             except CodecError:
                 unreadable += 1
                 continue
-            store.replace_group(replace(metrics, cluster=key.cluster), restored=True)
-            detail = replace(detail, cluster=key.cluster)
-            store.details.put_detail(detail, detail.to_json())
             restored += 1
     if unreadable:
         # The state function resets them at their next batch, where they are counted.
