@@ -162,6 +162,10 @@ def test_restart_on_a_finished_checkpoint_shows_every_group_before_any_new_event
         first = process.first_scrape()
         groups = json.loads(urllib.request.urlopen(
             f"http://127.0.0.1:{process.port}/api/v1/groups", timeout=10).read())["groups"]
+        # Rendered from the group's blob now, when it is first asked for.
+        page = json.loads(urllib.request.urlopen(
+            f"http://127.0.0.1:{process.port}/api/v1/groups/rocketmq/default/collide-group",
+            timeout=10).read())
     # Nothing new was produced: the first answer of /metrics is the state restored from the
     # checkpoint (snapshots from the state store, counters from the counters file).
     assert comparable_series(first) == result.series
@@ -171,6 +175,10 @@ def test_restart_on_a_finished_checkpoint_shows_every_group_before_any_new_event
     assert all(g["status"] != "unknown" for g in groups), groups
     collide = next(g for g in groups if g["group"] == "collide-group")
     assert collide["findings"].get("double_assignment"), collide
+    doubled = {(q["topic"], q["broker"], q["queue_id"]) for q in page["detail"]["queues"]
+               if q["double_assigned"]}
+    assert doubled and doubled == {(f["topic"], *f["queue"]) for f in page["detail"]["findings"]
+                                   if f["kind"] == "double_assignment"}, page
 
 
 def test_a_checkpoint_of_the_previous_state_layout_is_refused_with_what_to_do(
