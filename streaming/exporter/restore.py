@@ -13,17 +13,15 @@ from streaming.exporter.details import Deferred, DetailSummary
 
 
 def restore_group(store: SnapshotStore, key: GroupKey, blob: bytes, config: StepConfig) -> None:
-    """The group's metrics and detail as its blob has them. The detail is deferred; with
-    `config.exact` it is rendered now (the twin, which tests/unit/test_restore.py compares the
-    deferred one with). Raises CodecError for a blob that cannot be read."""
-    if config.exact:
-        metrics, detail = snapshot_of(blob, config)
-        store.replace_group(replace(metrics, cluster=key.cluster), restored=True)
-        detail = replace(detail, cluster=key.cluster)
-        store.details.put_detail(detail, detail.to_json())
-        return
+    """The group's metrics and detail as its blob has them. The detail is deferred, its summary
+    taken from the open findings; with `config.exact` it is rendered now and summarised from
+    itself, as a detail the state function sends (the twin, which tests/unit/test_restore.py
+    compares the deferred one with). Raises CodecError for a blob that cannot be read."""
     metrics, open_since = restored_of(blob, config)
     store.replace_group(replace(metrics, cluster=key.cluster), restored=True)
+    if config.exact:
+        store.details.put(_detail_json(blob, config, key.cluster))
+        return
     summary = DetailSummary.of((identity.kind, since) for identity, since in open_since.items())
     store.details.put_deferred(key, summary, Deferred(partial(_detail_json, blob, config,
                                                               key.cluster)))
