@@ -62,12 +62,9 @@ class GroupDetails:
 
     def put(self, payload: bytes) -> None:
         """A GroupDetail as the state function serialised it (GroupDetail.to_json)."""
-        self.put_detail(GroupDetail.heading_from_json(payload), payload)
-
-    def put_detail(self, detail: GroupDetail, payload: bytes) -> None:
-        """`put` of a detail at hand with its `to_json` (a restart's: not read back again)."""
-        summary = DetailSummary.of((finding.kind, finding.since) for finding in detail.findings)
-        self._put(detail.key, zlib.compress(payload, 1), summary)
+        heading = GroupDetail.heading_from_json(payload)
+        summary = DetailSummary.of((finding.kind, finding.since) for finding in heading.findings)
+        self._put(heading.key, zlib.compress(payload, 1), summary)
 
     def put_deferred(self, key: GroupKey, summary: DetailSummary, deferred: Deferred) -> None:
         """The group's detail as `deferred.render()` gives it, rendered when it is first read

@@ -71,11 +71,11 @@ def test_a_newer_detail_replaces_a_deferred_one_rendered_or_not():
         return stale.to_json()
 
     details.put_deferred(key, DetailSummary((), None), Deferred(render))
-    details.put_detail(newer(key), newer(key).to_json())
+    details.put(newer(key).to_json())
     assert details.get(key) == newer(key) and renders == []
 
     def render_while_a_step_lands() -> bytes:
-        details.put_detail(newer(key), newer(key).to_json())
+        details.put(newer(key).to_json())
         return stale.to_json()
 
     details.put_deferred(key, DetailSummary((), None), Deferred(render_while_a_step_lands))
