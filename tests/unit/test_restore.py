@@ -29,11 +29,11 @@ def restored(blobs: dict[GroupKey, bytes], exact: bool) -> SnapshotStore:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenario(), st.lists(st.sampled_from([None, 0, -400, 2_000]), min_size=7, max_size=7))
 def test_a_deferred_detail_reads_as_the_one_rendered_at_once(case, watermark_shifts):
-    blobs, blob = {}, None
+    blobs, blob, system = {}, None, "rocketmq"
     for batch, watermark in batches_of(case, watermark_shifts):
         blob = step(blob, batch, watermark_ms=watermark, config=CONFIG).blob
+        system = batch[0][0].system if batch else system     # a batch without events: the group's
         if blob is not None:
-            system = batch[0][0].system if batch else "rocketmq"
             blobs[GroupKey(system, "g", f"cluster-{len(blobs)}")] = blob
     deferred, rendered = restored(blobs, exact=False), restored(blobs, exact=True)
     for key in blobs:
