@@ -56,14 +56,16 @@ def advance(entry: ShardEntry | None, events: Sequence[tuple[Event, int]],
             watermark_ms: int | None, config: StepConfig | None = None,
             refreshes_for: Callable[[ShardEntry], Refreshes] | None = None,
             stems: Sequence[bytes | None] | None = None,
-            fold_refreshes: bool = True) -> Advanced:
+            fold_refreshes: bool = True, thin_kept: bool = True) -> Advanced:
     """`refreshes_for(entry)` gives what the entry's blob's view takes as a refresh; by default
     it is decoded from the blob (the job caches it per worker, keyed by the blob's stored
     text, so a kept group's blob is never decoded); `stems`, each event's text without its time
     when known (Refreshes.keep_all). When the group steps, the refreshes it kept are given to
     the step as such (`stepped`'s `refreshes`: those before every new event go onto the view
     at once); `fold_refreshes=False` steps them one by one among the events, the twin that
-    tests/unit/test_refresh_fold.py compares it with. A stored entry
+    tests/unit/test_refresh_fold.py compares it with. `thin_kept`: a group at its cap of
+    kept refreshes thins them (Refreshes.thinned) before it steps; off, the twin that
+    tests/unit/test_kept_thinning.py compares it with, it steps. A stored entry
     that cannot be read is never fatal: the group is rebuilt from the batch's events (gone if
     it has none), and `reset` says why.
 
@@ -76,27 +78,30 @@ def advance(entry: ShardEntry | None, events: Sequence[tuple[Event, int]],
     """
     config = config or StepConfig()
     try:
-        return _advance(entry, events, watermark_ms, config, refreshes_for, stems, fold_refreshes)
+        return _advance(entry, events, watermark_ms, config, refreshes_for, stems, fold_refreshes,
+                        thin_kept)
     except CodecError as error:
         if entry is None:
             raise
         return _advance(None, events, watermark_ms, config, None, None,
-                        fold_refreshes)._replace(reset=error.cause)
+                        fold_refreshes, thin_kept)._replace(reset=error.cause)
 
 
 def _advance(entry: ShardEntry | None, events: Sequence[tuple[Event, int]],
              watermark_ms: int | None, config: StepConfig,
              refreshes_for: Callable[[ShardEntry], Refreshes] | None,
-             stems: Sequence[bytes | None] | None, fold_refreshes: bool) -> Advanced:
+             stems: Sequence[bytes | None] | None, fold_refreshes: bool,
+             thin_kept: bool) -> Advanced:
     if refreshes_for is None:
         def refreshes_for(entry: ShardEntry) -> Refreshes:
             return refreshes_of(entry.blob, config)
     view = None
     if not config.exact and entry is not None and (events or entry.kept):
         view = refreshes_for(entry)
-        # Past its cap the group steps whatever the events are: they are not compared.
-        if view.room(entry.kept) >= len(events):
-            kept = view.keep_all(events, watermark_ms, entry.kept, stems)
+        # Past its cap, unless thinning may make room, the group steps whatever the events
+        # are: they are not compared.
+        if thin_kept or view.room(entry.kept) >= len(events):
+            kept = view.keep_all(events, watermark_ms, entry.kept, stems, thin_kept)
             if kept is not None:
                 return _kept(entry, kept)
     waiting = []
@@ -114,13 +119,14 @@ def _advance(entry: ShardEntry | None, events: Sequence[tuple[Event, int]],
 
 
 def keep_stemmed(entry: ShardEntry, stamped: Sequence[tuple[bytes, int, int]],
-                 watermark_ms: int | None, refreshes: Refreshes) -> Advanced | None:
+                 watermark_ms: int | None, refreshes: Refreshes,
+                 thin: bool = True) -> Advanced | None:
     """`advance` of events given by their stem, time and offset alone, each stem one that the
     entry's `refreshes` knows (Refreshes.knows), when advance would keep them: the same
     Advanced it gives those events. None where it would not (it steps the group, or the entry
     does not decode): call `advance` with the events."""
     try:
-        kept = refreshes.keep_stemmed(stamped, watermark_ms, entry.kept)
+        kept = refreshes.keep_stemmed(stamped, watermark_ms, entry.kept, thin)
     except CodecError:
         return None
     return None if kept is None else _kept(entry, kept)

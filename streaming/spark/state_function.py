@@ -170,11 +170,14 @@ def _worker_refreshes() -> RefreshCache:
 
 
 def make_state_function(config: StepConfig, max_event_bytes: int = 1 << 20,
-                        max_clock_skew_ms: int = 300_000, known_stems: bool = True):
+                        max_clock_skew_ms: int = 300_000, known_stems: bool = True,
+                        thin_kept: bool = True):
     """config.exact: every raw event is parsed whole and every blob decoded for itself (no
     worker's cache), and `advance` keeps nothing. `known_stems`: a group whose rows all
     restate its view by their stems alone keeps them without parsing them (_from_stems; off:
-    every row is parsed, the twin that tests/unit/test_known_stems.py compares it with)."""
+    every row is parsed, the twin that tests/unit/test_known_stems.py compares it with).
+    `thin_kept`: a group at its cap of kept refreshes thins them before it steps
+    (streaming.core.advance; off: it steps)."""
     judge = RecordJudge(max_event_bytes, max_clock_skew_ms,
                         _parse_unstemmed if config.exact else _worker_parse)
 
@@ -191,20 +194,21 @@ def make_state_function(config: StepConfig, max_event_bytes: int = 1 << 20,
                      if known_stems and refreshes is not None else None)
             if known is not None:
                 rows += _from_stems(group_key, entries, arrived[group_key], known, watermark,
-                                    config, refreshes, counts)
+                                    config, refreshes, counts, thin_kept)
                 stepped.add(group_key)
                 continue
             events, stems, dead = _decode(group_key, arrived[group_key], judge, counts)
             rows += [(*group_key, DEAD_LETTER, reason, raw) for raw, reason in dead]
             if group_key.group != UNROUTABLE_KEY and events:
                 rows += _advance(group_key, entries, events, watermark, config, refreshes,
-                                 counts, stems)
+                                 counts, stems, thin_kept)
                 stepped.add(group_key)
         # A group whose rows were all dead letters is due like one without rows: its stored
         # timeout must not fall behind the watermark (Spark refuses such a timeout).
         for group_key in sorted(k for k, entry in entries.items()
                                 if k not in stepped and is_due(entry, watermark)):
-            rows += _advance(group_key, entries, [], watermark, config, refreshes, counts, [])
+            rows += _advance(group_key, entries, [], watermark, config, refreshes, counts, [],
+                             thin_kept)
             stepped.add(group_key)
         if arrived or counts.resets:
             rows.append(("", str(key[0]), "", COUNTS, None, counts.to_json()))
@@ -279,7 +283,8 @@ def _known_stems(entry: ShardEntry | None, key: GroupKey, rows: list[tuple],
 
 def _from_stems(key: GroupKey, entries: dict, rows: list[tuple],
                 known: tuple[Refreshes, list[tuple[bytes, int, int]]], watermark: int | None,
-                config: StepConfig, cache: RefreshCache, counts: Counts) -> list[tuple]:
+                config: StepConfig, cache: RefreshCache, counts: Counts,
+                thin_kept: bool) -> list[tuple]:
     """What _decode and _advance do with rows that _known_stems knows, without parsing them:
     the same entry, counts and output rows. A group that keeps them builds no event; one that
     steps (its cap of kept refreshes, or a session they no longer renew) steps with each
@@ -296,25 +301,27 @@ def _from_stems(key: GroupKey, entries: dict, rows: list[tuple],
         room = refreshes.room(entry.kept)      # each row is one event of the group
     except CodecError:
         room = -1                               # advance resets the entry
-    advanced = keep_stemmed(entry, stamped, watermark, refreshes) if room >= len(rows) else None
+    advanced = (keep_stemmed(entry, stamped, watermark, refreshes, thin_kept)
+                if thin_kept or room >= len(rows) else None)
     if advanced is not None:
         entries[key] = advanced.entry
         return []
     events = [(refreshes.restated(stem, ts), offset) for stem, ts, offset in stamped]
     return _advance(key, entries, events, watermark, config, cache, counts,
-                    [stem for stem, _, _ in stamped])
+                    [stem for stem, _, _ in stamped], thin_kept)
 
 
 def _advance(key: GroupKey, entries: dict, events: list, watermark: int | None,
              config: StepConfig, cache: RefreshCache | None, counts: Counts,
-             stems: list[bytes | None]) -> list[tuple]:
+             stems: list[bytes | None], thin_kept: bool) -> list[tuple]:
     """Advance the group from its stored entry (none for a new group); keep its new entry in
     the shard's entries (or drop the group); its output rows (none when its events were kept).
     Without a cache, what a blob takes as a refresh is decoded from it. An entry that could
     not be read was reset: counted by cause."""
     entry: ShardEntry | None = entries.get(key)
     refreshes_for = None if cache is None else lambda stored: cache.lookup(key, stored, config)
-    advanced = advance(entry, events, watermark, config, refreshes_for, stems)
+    advanced = advance(entry, events, watermark, config, refreshes_for, stems,
+                       thin_kept=thin_kept)
     if advanced.reset is not None:
         counts.resets[advanced.reset] += 1
     if advanced.entry is None:

@@ -33,13 +33,14 @@ KEEPING = dataclasses.replace(CONFIG, exact=False, session_timeout_ms=60_000)
 KEY = GroupKey("rocketmq", "steady")
 
 
-def _run(batches, known_stems: bool, monkeypatch, cold: bool = False) -> tuple[list, list]:
+def _run(batches, known_stems: bool, monkeypatch, cold: bool = False,
+         thin_kept: bool = True) -> tuple[list, list]:
     """Each batch through a state function of one shard, on worker caches of its own: the
     rows it emits and the shard's stored value after each batch. `cold`: each batch on a
     worker that has seen none before (a restart, or the other worker), which knows what the
     stored digests say (RefreshCache's recall); `known_stems` off learns every stem by
-    parsing (no recall: the twin)."""
-    function = make_state_function(KEEPING, known_stems=known_stems)
+    parsing (no recall: the twin). `thin_kept` off: a group at its cap steps."""
+    function = make_state_function(KEEPING, known_stems=known_stems, thin_kept=thin_kept)
     state, rows, values = SparkKeyState(), [], []
     for number, (records, watermark) in enumerate(batches):
         if cold or number == 0:
@@ -214,7 +215,7 @@ def test_a_known_stem_at_a_time_the_judge_refuses_is_a_dead_letter(record, reaso
 
 
 def test_a_group_at_its_cap_steps_with_its_rows_rebuilt_not_parsed(monkeypatch):
-    """Rows that would pass the group's cap of kept refreshes make it step: the state function
+    """Rows that would pass the group's cap of kept refreshes make it step (unthinned): the state function
     steps with each row's event rebuilt from the view by its stem, not parsed, as the twin
     does with the parsed rows."""
     cap = kept_cap(KEY.group, 1)
@@ -226,13 +227,13 @@ def test_a_group_at_its_cap_steps_with_its_rows_rebuilt_not_parsed(monkeypatch):
     parse = state_function._worker_parse
     monkeypatch.setattr(state_function, "_worker_parse",
                         lambda raw: parsed.append(raw) or parse(raw))
-    rows, values = _run(batches, True, monkeypatch)
+    rows, values = _run(batches, True, monkeypatch, thin_kept=False)
     assert [row[3] for row in rows[-2] if row[3] == METRICS] == []        # kept: 2 + cap - 2
     assert [row[3] for row in rows[-1] if row[3] == METRICS] == [METRICS]  # 3 more: it steps
     assert not set(parsed) & {raw for raw, in passing}
     assert [json.loads(row[5])["events"] for row in rows[-1] if row[3] == COUNTS] == [
         {"heartbeat": 3}]
-    assert (rows, values) == _run(batches, False, monkeypatch)
+    assert (rows, values) == _run(batches, False, monkeypatch, thin_kept=False)
 
 
 def _alive(ts: int, clients: list[str]) -> bytes:

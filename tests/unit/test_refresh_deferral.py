@@ -210,14 +210,16 @@ def _in_batches(items, end: int, config: StepConfig):
 def test_a_group_keeps_at_most_its_cap_of_refreshes_and_caps_differ_between_groups():
     """One client heartbeats every second, each batch alone, with no watermark: the group
     steps each time its cap of refreshes wait, and its cap is its own (three quarters of
-    MAX_KEPT to MAX_KEPT by its name), so groups that started together do not step together."""
+    MAX_KEPT to MAX_KEPT by its name), so groups that started together do not step together.
+    Unthinned: thinning would keep one heartbeat of each 120 and never step
+    (tests/unit/test_kept_thinning.py)."""
     config = StepConfig(exact=False)
     caps = {kept_cap(f"group-{n}") for n in range(50)}
     assert min(caps) >= MAX_KEPT * 3 // 4 and max(caps) <= MAX_KEPT and len(caps) > 10
     items = parsed([hb("c1", ["T"], ts=T0 + 1_000 * n) for n in range(3 * MAX_KEPT)])
     entry, stepped_at = None, []
     for n, item in enumerate(items):
-        advanced = advance(entry, [item], None, config)
+        advanced = advance(entry, [item], None, config, thin_kept=False)
         if advanced.output is not None:
             stepped_at.append(n)
         entry = advanced.entry
@@ -229,7 +231,7 @@ def test_a_group_keeps_at_most_its_cap_of_refreshes_and_caps_differ_between_grou
 def test_a_larger_group_keeps_a_cap_per_members_per_cap_of_its_members(members):
     """A step's cost grows with the group, so a group keeps one cap of refreshes per
     MEMBERS_PER_CAP members (at least one): it steps after that many restating heartbeats, and
-    publishes what stepping every batch publishes."""
+    publishes what stepping every batch publishes. Unthinned, as above."""
     config = StepConfig(exact=False)
     clients = [f"c{n:03d}" for n in range(members)]
     joins = parsed([hb(client, ["T"], ts=T0) for client in clients])
@@ -240,7 +242,7 @@ def test_a_larger_group_keeps_a_cap_per_members_per_cap_of_its_members(members):
     entry = advance(None, joins, None, config).entry
     kept_until = []
     for item in items:
-        advanced = advance(entry, [item], None, config)
+        advanced = advance(entry, [item], None, config, thin_kept=False)
         kept_until.append(advanced.output is None)
         entry = advanced.entry
     assert kept_until == [True] * cap + [False]

@@ -40,7 +40,7 @@ import re
 import struct
 import zlib
 from collections.abc import Iterable, Sequence
-from itertools import accumulate
+from itertools import accumulate, pairwise
 from operator import itemgetter
 from typing import NamedTuple
 
@@ -67,6 +67,10 @@ from streaming.core.state.group import (
 # stay a quarter to a half of the blob's bytes (docs/benchmarks.md, "A steady group's steps").
 MAX_KEPT = 256
 MEMBERS_PER_CAP = 25
+# A group at its cap thins its kept refreshes before it steps (`Refreshes.thinned`): it keeps
+# them if that leaves at most this share of its cap, so that it thins again only after a
+# quarter of its cap more; else it steps.
+THINNED_SHARE = 3 / 4
 
 
 def kept_cap(group: str, members: int = 0) -> int:
@@ -329,17 +333,17 @@ class Refreshes:
 
     def keep_all(self, events: Iterable[tuple[Event, int]], watermark_ms: int | None,
                  kept: bytes, stems: Iterable[bytes | None] | None = None,
-                 ) -> tuple[bytes, int] | None:
+                 thin: bool = True) -> tuple[bytes, int] | None:
         """`kept` with the events packed after it, and the deadline they all renew (when the
         watermark must wake the group), if every event is a refresh, no session expires by
         the watermark (a step would expire it) and the group would not hold more than its
-        cap; else None (the group steps). `stems`: each event's text without its time
-        (EventParser.parse_stemmed), when known; an event whose stem restated a source before
-        restates it again, and is not compared field by field."""
+        cap (`thin`: once thinned, `thinned`); else None (the group steps). `stems`: each
+        event's text without its time (EventParser.parse_stemmed), when known; an event whose
+        stem restated a source before restates it again, and is not compared field by field."""
         stemmed = (zip(events, stems, strict=True) if stems is not None
                    else ((each, None) for each in events))
         return self._kept_after(kept, watermark_ms, ((event.ts, offset, stem, event)
-                                                     for (event, offset), stem in stemmed))
+                                                     for (event, offset), stem in stemmed), thin)
 
     def knows(self, stem: bytes) -> bool:
         """Whether an event of this stem restated one of the view's sources."""
@@ -431,15 +435,15 @@ class Refreshes:
         return self.cap - self._renewed(kept).count
 
     def keep_stemmed(self, stamped: Iterable[tuple[bytes, int, int]], watermark_ms: int | None,
-                     kept: bytes) -> tuple[bytes, int] | None:
+                     kept: bytes, thin: bool = True) -> tuple[bytes, int] | None:
         """`keep_all` for events given by their stem, time and offset alone, every stem one
         that this view `knows`: the events themselves are never built."""
         return self._kept_after(kept, watermark_ms, ((ts, offset, stem, None)
-                                                     for stem, ts, offset in stamped))
+                                                     for stem, ts, offset in stamped), thin)
 
     def _kept_after(self, kept: bytes, watermark_ms: int | None,
                     items: Iterable[tuple[int, int, bytes | None, Event | None]],
-                    ) -> tuple[bytes, int] | None:
+                    thin: bool) -> tuple[bytes, int] | None:
         renewal = self._renewed(kept)
         count = renewal.count
         if watermark_ms is not None and watermark_ms >= renewal.bound and (
@@ -449,6 +453,13 @@ class Refreshes:
         for ts, offset, stem, event in items:
             expired = ts >= renewal.bound and ts >= renewal.deadline()
             ref = None if expired else self._reference(ts, offset, stem, event)
+            if ref is not None and count + len(added) >= self.cap and thin:
+                staying = self.thinned(kept, added)
+                if staying is not None:
+                    # The newest record of each source stays, so the sessions' times do too.
+                    kept, added = pack_kept(staying), []
+                    renewal.kept, renewal.last, renewal.count = kept, staying[-1], len(staying)
+                    count = renewal.count
             if ref is None or count + len(added) >= self.cap:
                 self._renewal = None        # it renewed what is not kept
                 return None
@@ -458,6 +469,52 @@ class Refreshes:
             renewal.kept = kept + pack_kept(added, renewal.last)
             renewal.last, renewal.count = added[-1], count + len(added)
         return renewal.kept, renewal.deadline()
+
+    def thinned(self, kept: bytes, added: Sequence[Kept] = ()) -> list[Kept] | None:
+        """The kept refreshes without those that no step needs, if at most THINNED_SHARE of
+        the cap remain; else None (the group steps). A refresh only moves the times of the
+        sessions its source renews, up to its own: of a source's records, ordered by time,
+        one may go when the one before it that stays (or the view's time of those sessions)
+        renews them past the one after it, so none of them expires at any time where it did
+        not, whatever events come between; the newest always stays, so every session ends
+        at the same time. An `alive` names members that may be gone when it is stepped (it
+        is then counted as naming a member not held): its records all stay."""
+        sources, times, offsets = _kept_columns(kept, None)
+        for ref in added:
+            sources.append(ref.source)
+            times.append(ref.ts)
+            offsets.append(ref.offset)
+        by_source: dict[int, list[int]] = {}
+        for index, source in enumerate(sources):
+            by_source.setdefault(source, []).append(index)
+        base = session_times(self._members, self._clock)
+        staying: list[int] = []
+        for source, indexes in by_source.items():
+            if not 0 <= source < len(self.sources):
+                raise KeptFormatError(f"kept refresh of source {source}; "
+                                      f"the view has {len(self.sources)}")
+            staying += self._needed(source, indexes, times, offsets, base)
+        if len(staying) > self.cap * THINNED_SHARE:
+            return None
+        staying.sort()
+        return [Kept(sources[i], times[i], offsets[i]) for i in staying]
+
+    def _needed(self, source: int, indexes: list[int], times: list[int], offsets: list[int],
+                base: dict[Session, int]) -> list[int]:
+        """The records of one source that `thinned` keeps (indexes into the columns)."""
+        ordered = sorted(indexes, key=lambda i: (times[i], offsets[i]))
+        if isinstance(self.sources[source], AliveSource):
+            return ordered
+        sessions = self._renewed_by(source)
+        if not sessions:                    # a route of a group with members: its time only
+            return ordered[-1:]
+        needed, last = [], min(base[session] for session in sessions)
+        for here, after in pairwise(ordered):
+            if deadline_after(last, self._timeout_ms) <= times[after]:
+                needed.append(here)
+                last = times[here]
+        needed.append(ordered[-1])
+        return needed
 
     def _reference(self, ts: int, offset: int, stem: bytes | None = None,
                    event: Event | None = None) -> Kept | None:
