@@ -5,7 +5,8 @@ every group a few heartbeats per batch that change nothing (streaming.core.state
 batch whose events are all refreshes of the group's view is therefore kept beside the group's
 blob, without a step; the group steps with them, in their place, when an event that is not a
 refresh arrives, when the watermark passes the deadline the kept refreshes renew (a session
-really expired), or when its cap of them wait. Kept refreshes renew the sessions they restate,
+really expired), or when its cap of them wait and thinning them (Refreshes.thinned) leaves
+too many. Kept refreshes renew the sessions they restate,
 so a steady group does not step each session timeout; its entry's timeout moves with them, so
 the watermark does not wake it for nothing. That is the same as the batches
 being cut another way, which `step` does not depend on (tests/unit/test_step_properties.py);

@@ -287,8 +287,9 @@ def _from_stems(key: GroupKey, entries: dict, rows: list[tuple],
                 thin_kept: bool) -> list[tuple]:
     """What _decode and _advance do with rows that _known_stems knows, without parsing them:
     the same entry, counts and output rows. A group that keeps them builds no event; one that
-    steps (its cap of kept refreshes, or a session they no longer renew) steps with each
-    row's event rebuilt from its view (Refreshes.restated), equal to the row's parse."""
+    steps (its cap of kept refreshes that do not thin, or a session they no longer renew)
+    steps with each row's event rebuilt from its view (Refreshes.restated), equal to the
+    row's parse."""
     refreshes, stamped = known
     entry = entries[key]
     # By stem, then by type: a group's rows repeat a few stems (one a source).
