@@ -3,7 +3,7 @@
 Run: .venv/bin/python -m tests.benchmarks.bench_state_function [--groups 2000] [--clients 10]
      [--queues 8] [--backlog-seconds 90] [--trigger-seconds 2] [--steady-batches 10]
      [--shards 128] [--instant-ms 1] [--forms member,alive] [--catch-up-batch EVENTS]
-     [--restart-before N] [--known-stems on|off]
+     [--restart-before N] [--known-stems on|off] [--thin-kept on|off]
 
 The job's state function (streaming.spark.state_function, the very function Spark calls) on
 the simulator's `steady` fleet, called as Spark calls it: per state shard, with the shard's
@@ -29,7 +29,8 @@ same event time), each batch with the watermark Spark gives it (the previous bat
 event time less the job's `--watermark-delay-ms`). Each batch is printed: what a capped
 catch-up costs the Python workers, without the JVM (`bench_job` prints the same batches'
 Spark stages). `--restart-before N`: batch N runs on a worker that has seen none before (its
-parser's and refresh caches emptied), as a restarted job's first batch does.
+parser's and refresh caches emptied), as a restarted job's first batch does. `--thin-kept
+off`: a group at its cap of kept refreshes steps instead of thinning them (the twin).
 
 `--forms`: the steady fleet as each member heartbeats it (`member`: one heartbeat per member
 and broker every 30 s, as the simulator, the reporter and third-party producers send it), or
@@ -219,6 +220,10 @@ def main() -> None:
                                                                       default=True),
                         default=True, help="on (default) or off: the state function's "
                         "known_stems (off: every row is parsed, the twin)")
+    parser.add_argument("--thin-kept", type=lambda text: parse_bool(text, "--thin-kept",
+                                                                    default=True),
+                        default=True, help="on (default) or off: a group at its cap of kept "
+                        "refreshes thins them before it steps (off: it steps, the twin)")
     parser.add_argument("--restart-before", type=int, default=-1, metavar="N",
                         help="with --catch-up-batch: batch N (from 0) on a worker that has "
                         "seen none before, as a restarted job's (its caches emptied)")
@@ -228,7 +233,8 @@ def main() -> None:
     print(f"machine: {describe_machine()}")
     print(f"fleet: {args.groups} groups x {args.clients} clients, 2 topics x {args.queues} "
           f"queues, {args.shards} shards, --instant-ms {args.instant_ms}, known stems "
-          f"{'on' if args.known_stems else 'off'}")
+          f"{'on' if args.known_stems else 'off'}, kept refreshes thinned "
+          f"{'on' if args.thin_kept else 'off'}")
     keepalives = None
     if args.catch_up_batch:
         run_catch_up(args)
@@ -245,7 +251,7 @@ def run_form(args, form: str, keepalives: int | None) -> int:
     if form == "member":
         keepalives = sum(json.loads(v)["type"] == "heartbeat" for b in steady for v in b)
     apply_shard = sf.make_state_function(StepConfig(exact=False, instant_ms=args.instant_ms),
-                                         known_stems=args.known_stems)
+                                         known_stems=args.known_stems, thin_kept=args.thin_kept)
     states: dict[int, SparkKeyState] = {}
     elapsed, stages = run_batch(apply_shard, shard_frames(backlog, args.shards, 0), states, None)
     report("backlog", len(backlog), elapsed, stages, json_baseline(backlog))
@@ -276,7 +282,7 @@ def run_catch_up(args) -> None:
     print(f"-- the job's catch-up: {len(values):,} events in batches of {args.catch_up_batch:,}, "
           f"watermark the previous batch's newest event less {delay:,} ms")
     apply_shard = sf.make_state_function(StepConfig(exact=False, instant_ms=args.instant_ms),
-                                         known_stems=args.known_stems)
+                                         known_stems=args.known_stems, thin_kept=args.thin_kept)
     states: dict[int, SparkKeyState] = {}
     watermark, total, summed = None, 0.0, defaultdict(float)
     for number, first in enumerate(range(0, len(values), args.catch_up_batch)):
