@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 
 from streaming.core.advance import advance
 from streaming.core.state import refresh
-from streaming.core.state.codec import decode
-from streaming.core.state.refresh import MAX_KEPT, kept_cap, unpack_kept
-from streaming.core.step import StepConfig, refreshes_of, step
+from streaming.core.state.refresh import MAX_KEPT, kept_cap
+from streaming.core.step import StepConfig
+from tests.unit.keeping import every_batch, final, keeping, record_texts
 from tests.unit.state_helpers import T0, hb, parsed, route
 from tests.unit.step_strategies import CONFIGS, steady_group
 
@@ -71,40 +71,18 @@ def beating_group(draw, reordered: bool):
     return batches
 
 
-def _every_batch(batches, config):
-    blob, records, out = None, [], None
-    for events, watermark in batches:
-        out = step(blob, events, watermark_ms=watermark, config=config)
-        blob, records = out.blob, records + out.findings
-    return out, records
-
-
-def _keeping(batches, config, thin_kept):
-    """advance() per batch, then one step for what is still kept; the records published, the
-    last output and how many batches thinned."""
-    entry, records, out, thinned = None, [], None, 0
-    for events, watermark in batches:
-        before = entry
-        advanced = advance(entry, events, watermark, config, thin_kept=thin_kept)
-        entry = advanced.entry
-        if advanced.output is not None:
-            out, records = advanced.output, records + advanced.output.findings
-        elif before is not None and entry is not None and not entry.kept.startswith(before.kept):
-            thinned += 1
-    if entry is not None and entry.kept:
-        waiting = refreshes_of(entry.blob, config).events(unpack_kept(entry.kept))
-        out = step(entry.blob, waiting, watermark_ms=batches[-1][1], config=config)
-        records += out.findings
-    return out, records, thinned
-
-
-def _final(out):
-    published = None if out.blob is None else decode(out.blob).open_findings
-    return published, out.metrics
-
-
-def _json(records):
-    return [record.to_json() for record in records]
+def _thinned_as_unthinned(batches, config, in_order: bool) -> None:
+    """Thinned at a small cap: the same end as its unthinned twin and a step every batch, and
+    in order the same records."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(refresh, "MAX_KEPT", SMALL_MAX_KEPT)
+        thinned = keeping(batches, config, thin_kept=True)
+        twin = keeping(batches, config, thin_kept=False)
+    reference = every_batch(batches, config)
+    assert final(thinned.out) == final(twin.out) == final(reference.out)
+    if in_order:
+        assert (record_texts(thinned.records) == record_texts(twin.records)
+                == record_texts(reference.records))
 
 
 @pytest.mark.parametrize("config", KEEPINGS, ids=lambda c: f"instant_{c.instant_ms}ms")
@@ -112,46 +90,26 @@ def _json(records):
 @given(data=st.data())
 def test_in_order_thinning_publishes_what_a_step_every_batch_does(config, data):
     batches = data.draw(steady_group(reordered=False, instant_ms=config.instant_ms))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(refresh, "MAX_KEPT", SMALL_MAX_KEPT)
-        thin_out, thin_records, _ = _keeping(batches, config, thin_kept=True)
-        twin_out, twin_records, _ = _keeping(batches, config, thin_kept=False)
-    reference, reference_records = _every_batch(batches, config)
-    assert _json(thin_records) == _json(twin_records) == _json(reference_records)
-    assert _final(thin_out) == _final(twin_out) == _final(reference)
+    _thinned_as_unthinned(batches, config, in_order=True)
 
 
 @pytest.mark.parametrize("config", KEEPINGS, ids=lambda c: f"instant_{c.instant_ms}ms")
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches=steady_group())
 def test_reordered_thinning_ends_with_the_same_findings_and_metrics(config, batches):
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(refresh, "MAX_KEPT", SMALL_MAX_KEPT)
-        thin_out, _, _ = _keeping(batches, config, thin_kept=True)
-    reference, _ = _every_batch(batches, config)
-    assert _final(thin_out) == _final(reference)
+    _thinned_as_unthinned(batches, config, in_order=False)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches=beating_group(reordered=False))
 def test_a_beating_group_thins_in_order_and_publishes_what_a_step_every_batch_does(batches):
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(refresh, "MAX_KEPT", SMALL_MAX_KEPT)
-        thin_out, thin_records, _ = _keeping(batches, KEEPING, thin_kept=True)
-        twin_out, twin_records, _ = _keeping(batches, KEEPING, thin_kept=False)
-    reference, reference_records = _every_batch(batches, KEEPING)
-    assert _json(thin_records) == _json(twin_records) == _json(reference_records)
-    assert _final(thin_out) == _final(twin_out) == _final(reference)
+    _thinned_as_unthinned(batches, KEEPING, in_order=True)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches=beating_group(reordered=True))
 def test_a_beating_group_reordered_thins_and_ends_as_a_step_every_batch_does(batches):
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(refresh, "MAX_KEPT", SMALL_MAX_KEPT)
-        thin_out, _, _ = _keeping(batches, KEEPING, thin_kept=True)
-    reference, _ = _every_batch(batches, KEEPING)
-    assert _final(thin_out) == _final(reference)
+    _thinned_as_unthinned(batches, KEEPING, in_order=False)
 
 
 def _kept_beats_then_a_join_between_them():
@@ -169,14 +127,14 @@ def test_a_thinned_record_lets_no_session_expire_before_an_event_that_comes_betw
     T0 + 1,001 when c3's join at T0 + 1,500 is stepped among them, and the group would
     rebalance twice for nothing; the records that stay renew them in time."""
     batches = _kept_beats_then_a_join_between_them()
+    _thinned_as_unthinned(batches, KEEPING, in_order=False)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(refresh, "MAX_KEPT", SMALL_MAX_KEPT)
-        thin_out, thin_records, thinned = _keeping(batches, KEEPING, thin_kept=True)
-        twin_out, twin_records, _ = _keeping(batches, KEEPING, thin_kept=False)
-    assert thinned > 0
-    assert _json(thin_records) == _json(twin_records)
-    assert _final(thin_out) == _final(twin_out)
-    assert thin_out.metrics.members == 3
+        thinned = keeping(batches, KEEPING, thin_kept=True)
+        twin = keeping(batches, KEEPING, thin_kept=False)
+    assert thinned.thinned > 0
+    assert record_texts(thinned.records) == record_texts(twin.records)
+    assert thinned.out.metrics.members == 3
 
 
 def _one_client_beating_every(gap_ms: int, count: int):

@@ -17,50 +17,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streaming.core.advance import advance
-from streaming.core.state.codec import decode
 from streaming.core.state.events import with_ts
 from streaming.core.state.refresh import MAX_KEPT, MEMBERS_PER_CAP, kept_cap, unpack_kept
 from streaming.core.state.shard import is_due
 from streaming.core.step import StepConfig, refreshes_of, step, stepped
+from tests.unit.keeping import every_batch, final, keeping, record_texts
 from tests.unit.state_helpers import T0, hb, parsed, route
 from tests.unit.step_strategies import CONFIG, CONFIGS, steady_group
 
 pytestmark = [pytest.mark.unit, pytest.mark.slow]
-
-
-def _every_batch(batches, config=CONFIG):
-    """The reference: one step per batch."""
-    blob, records, out = None, [], None
-    for events, watermark in batches:
-        out = step(blob, events, watermark_ms=watermark, config=config)
-        blob, records = out.blob, records + out.findings
-    return out, records
-
-
-def _keeping(batches, on_kept=None, config=CONFIG):
-    """advance() per batch, then one step for what is still kept (the job steps it when
-    another event comes, its cap is reached or a session it renews expires)."""
-    entry, records, out, kept_batches = None, [], None, 0
-    for events, watermark in batches:
-        before = entry
-        advanced = advance(entry, events, watermark, config)
-        entry = advanced.entry
-        if advanced.output is None:
-            kept_batches += 1
-            if on_kept is not None:
-                on_kept(before, entry, watermark)
-        else:
-            out, records = advanced.output, records + advanced.output.findings
-    if entry is not None and entry.kept:
-        waiting = refreshes_of(entry.blob, config).events(unpack_kept(entry.kept))
-        out = step(entry.blob, waiting, watermark_ms=batches[-1][1], config=config)
-        records += out.findings
-    return out, records, kept_batches
-
-
-def _final(out):
-    published = None if out.blob is None else decode(out.blob).open_findings
-    return published, out.metrics
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"instant_{c.instant_ms}ms")
@@ -68,19 +33,16 @@ def _final(out):
 @given(data=st.data())
 def test_in_order_keeping_refreshes_publishes_what_a_step_every_batch_does(config, data):
     batches = data.draw(steady_group(reordered=False, instant_ms=config.instant_ms))
-    reference, reference_records = _every_batch(batches, config)
-    kept_out, kept_records, _ = _keeping(batches, config=config)
-    assert [r.to_json() for r in kept_records] == [r.to_json() for r in reference_records]
-    assert _final(kept_out) == _final(reference)
+    reference, kept = every_batch(batches, config), keeping(batches, config)
+    assert record_texts(kept.records) == record_texts(reference.records)
+    assert final(kept.out) == final(reference.out)
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"instant_{c.instant_ms}ms")
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches=steady_group())
 def test_reordered_keeping_refreshes_ends_with_the_same_findings_and_metrics(config, batches):
-    reference, _ = _every_batch(batches, config)
-    kept_out, _, _ = _keeping(batches, config=config)
-    assert _final(kept_out) == _final(reference)
+    assert final(keeping(batches, config).out) == final(every_batch(batches, config).out)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
