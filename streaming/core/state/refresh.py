@@ -56,23 +56,24 @@ from streaming.core.state.group import (
     session_times,
 )
 
-# A group steps once its cap of refreshes wait beside its blob and thinning them leaves too many,
-# so that what a shard stores per group stays small whatever the heartbeat rate (a step takes
-# them all). The cap lies between
-# three quarters of MAX_KEPT and MAX_KEPT by the group's name: groups that started together and
-# heartbeat at one rate would otherwise fill up, and step, in the same batch. (A step costs
-# about the same whatever it folds, so a lower cap is more steps: half of MAX_KEPT to MAX_KEPT
-# cost 1.3 times the steps at 100 clients.) A step's cost grows with the group, and so does its
-# blob, so a group of more than MEMBERS_PER_CAP members keeps one cap per MEMBERS_PER_CAP of
-# them: the core's time per refresh is then about the same at any size, and the kept refreshes
-# stay a quarter to a half of the blob's bytes (docs/benchmarks.md, "A steady group's steps").
+# A group steps once its cap of refreshes wait beside its blob and thinning them leaves too
+# many, so that what a shard stores per group stays small whatever the heartbeat rate (a step
+# takes them all). The cap lies between three quarters of MAX_KEPT and MAX_KEPT by the group's
+# name: groups that started together and heartbeat at one rate would otherwise fill up, and
+# step, in the same batch. (A step costs about the same whatever it folds, so a lower cap is
+# more steps: half of MAX_KEPT to MAX_KEPT cost 1.3 times the steps at 100 clients.) A step's
+# cost grows with the group, and so does its blob, so a group of more than MEMBERS_PER_CAP
+# members keeps one cap per MEMBERS_PER_CAP of them: the core's time per refresh is then about
+# the same at any size, and the kept refreshes stay a quarter to a half of the blob's bytes
+# (docs/benchmarks.md, "A steady group's steps").
 MAX_KEPT = 256
 MEMBERS_PER_CAP = 25
 # A group at its cap thins its kept refreshes before it steps (`Refreshes.thinned`): it keeps
 # them if that leaves at most this share of its cap, so that it thins again only after a
 # quarter of its cap more; else it steps. Measured (docs/benchmarks.md, "Kept refreshes
-# thinned at the cap"): a restart's catch-up took 0.65 of the Python time at 2,000 x 10, and a
-# steady group of 10 clients through 2 brokers stepped 18 times an hour instead of 32.
+# thinned at the cap"): a restart's catch-up at 2,000 x 10 took 0.65 to 0.82 of the Python
+# time, and a steady group of 10 clients through 2 brokers stepped 18 times an hour instead of
+# 32 (its join aside).
 THINNED_SHARE = 3 / 4
 
 
