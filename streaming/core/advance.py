@@ -99,9 +99,7 @@ def _advance(entry: ShardEntry | None, events: Sequence[tuple[Event, int]],
     view = None
     if not config.exact and entry is not None and (events or entry.kept):
         view = refreshes_for(entry)
-        # Past its cap, unless thinning may make room, the group steps whatever the events
-        # are: they are not compared.
-        if thin_kept or view.room(entry.kept) >= len(events):
+        if view.may_keep(entry.kept, len(events), thin_kept):
             kept = view.keep_all(events, watermark_ms, entry.kept, stems, thin_kept)
             if kept is not None:
                 return _kept(entry, kept)

@@ -299,11 +299,10 @@ def _from_stems(key: GroupKey, entries: dict, rows: list[tuple],
         counts.valid[refreshes.type_of(stem)] += number
     counts.saw(key.cluster, max(ts for _, ts, _ in stamped))
     try:
-        room = refreshes.room(entry.kept)      # each row is one event of the group
+        offered = refreshes.may_keep(entry.kept, len(rows), thin_kept)  # a row is an event
     except CodecError:
-        room = -1                               # advance resets the entry
-    advanced = (keep_stemmed(entry, stamped, watermark, refreshes, thin_kept)
-                if thin_kept or room >= len(rows) else None)
+        offered = False                         # advance resets the entry
+    advanced = keep_stemmed(entry, stamped, watermark, refreshes, thin_kept) if offered else None
     if advanced is not None:
         entries[key] = advanced.entry
         return []

@@ -438,6 +438,12 @@ class Refreshes:
         """How many more refreshes the group keeps beside `kept` before its cap makes it step."""
         return self.cap - self._renewed(kept).count
 
+    def may_keep(self, kept: bytes, count: int, thin: bool) -> bool:
+        """Whether `count` more events are worth offering to keep beside `kept`: thinning may
+        always make room; without it, only within the cap (past it the group steps whatever
+        they are, and they are not compared)."""
+        return thin or self.room(kept) >= count
+
     def keep_stemmed(self, stamped: Iterable[tuple[bytes, int, int]], watermark_ms: int | None,
                      kept: bytes, thin: bool = True) -> tuple[bytes, int] | None:
         """`keep_all` for events given by their stem, time and offset alone, every stem one
@@ -475,17 +481,17 @@ class Refreshes:
         return renewal.kept, renewal.deadline()
 
     def thinned(self, kept: bytes, added: Sequence[Kept] = ()) -> list[Kept] | None:
-        """The kept refreshes (`kept`, then `added`) without those no step needs, in their
-        order, if at most THINNED_SHARE of the cap remain; else None (the group steps). A
-        refresh only moves the times of the sessions its source renews, up to its own: of a
-        source's records, ordered by time, one goes when the one before it that stays (or the
-        view's time of those sessions) renews them past the one after it. No session then
-        expires at a time where it did not, whatever event comes between them later; the
-        newest stays, so every session and route ends at the same time. A later event that
-        comes between them and changes the member (an unregister, new facts) meets the
-        record after it that stays instead of the one that went, as a step in another batch
-        would have cut them: the same end (tests/unit/test_kept_thinning.py). An `alive`
-        names members that may be gone when it is stepped (it is then counted as naming a
+        """The kept refreshes (`kept`, as `_renewed` has read and checked them, then `added`,
+        references this view made) without those no step needs, in their order, if at most
+        THINNED_SHARE of the cap remain; else None (the group steps). A refresh only moves the times
+        of the sessions its source renews, up to its own: of a source's records, ordered by time,
+        one goes when the one before it that stays (or the view's time of those sessions) renews
+        them past the one after it. No session then expires at a time where it did not, whatever
+        event comes between them later; the newest stays, so every session and route ends at the
+        same time. A later event that comes between them and changes the member (an unregister, new
+        facts) meets the record after it that stays instead of the one that went, as a step in
+        another batch would have cut them: the same end (tests/unit/test_kept_thinning.py). An
+        `alive` names members that may be gone when it is stepped (it is then counted as naming a
         member not held): its records all stay."""
         sources, times, offsets = _kept_columns(kept, None)
         for ref in added:
@@ -498,9 +504,6 @@ class Refreshes:
         base = session_times(self._members, self._clock)
         staying: list[int] = []
         for source, indexes in by_source.items():
-            if not 0 <= source < len(self.sources):
-                raise KeptFormatError(f"kept refresh of source {source}; "
-                                      f"the view has {len(self.sources)}")
             staying += self._needed(source, indexes, times, offsets, base)
         if len(staying) > self.cap * THINNED_SHARE:
             return None
