@@ -121,6 +121,13 @@ class StepConfig:
     def timeout_for(self, system: str) -> int:
         return self.kafka_session_timeout_ms if system == "kafka" else self.session_timeout_ms
 
+    @property
+    def reorder_reach_ms(self) -> int:
+        """How far behind a group's newest time an event can still fall into a step's window:
+        after a step every batch that met time t, the window's lower edge is past
+        t - reorder_reach_ms (`_next_horizon` moves it in steps of a window, on an instant)."""
+        return 2 * self.reorder_window_ms + self.instant_ms
+
 
 class Replay:
     """A group's state as a step carries it through events and expiries, with what the step
@@ -220,7 +227,7 @@ def refreshes_of(blob: bytes, config: StepConfig = StepConfig()) -> Refreshes:
     if view is None:
         view = _window_replayed(body, config).state
     accepts = view.session_timeout_ms == config.timeout_for(view.system)
-    return Refreshes(view, body.now, body.last_pending(), accepts)
+    return Refreshes(view, body.now, body.last_pending(), config.reorder_reach_ms, accepts)
 
 
 def metrics_of(blob: bytes, config: StepConfig | None = None) -> GroupMetrics:
@@ -289,7 +296,8 @@ def _replay_window(stored: Stored[GroupState], events: Sequence[tuple[Event, int
     pending = _settle(view, window, horizon)
     settled_text = render_state(view.state)  # rendered now: the replay below goes on with it
     _replay(view, pending, now)
-    return _conclude(view, stored.open_findings, published, Window(settled_text, pending, horizon))
+    return _conclude(view, stored.open_findings, published, Window(settled_text, pending, horizon),
+                     config)
 
 
 class Following(NamedTuple):
@@ -347,7 +355,7 @@ def _onto_view_edge_kept(body: StoredBody, following: Following, config: StepCon
     published = Cursor(body.now, body.now_offset)
     view = _onto_view(body.view(), following, published, config)  # type: ignore[arg-type]  # _following: a view
     kept = Window(body.settled_text(), following.events, following.horizon, body.pending_raw())
-    return _conclude(view, body.open_findings(), published, kept)
+    return _conclude(view, body.open_findings(), published, kept, config)
 
 
 def _onto_view_edge_in_new_events(body: StoredBody, following: Following,
@@ -363,7 +371,7 @@ def _onto_view_edge_in_new_events(body: StoredBody, following: Following,
     settled = len(following.events) - len(pending)
     _replay(view, pending, following.now, max(0, following.restating - settled))
     return _conclude(view, body.open_findings(), published,
-                     Window(settled_text, pending, following.horizon))
+                     Window(settled_text, pending, following.horizon), config)
 
 
 def _onto_view_edge_past_window(stored: Stored[GroupState], following: Following,
@@ -379,7 +387,7 @@ def _onto_view_edge_past_window(stored: Stored[GroupState], following: Following
     pending = _settle(settled, stored.pending, following.horizon)
     view = _onto_view(stored.view, following, published, config)  # type: ignore[arg-type]  # _following: a view
     kept = Window(render_state(settled.state), [*pending, *following.events], following.horizon)
-    return _conclude(view, stored.open_findings, published, kept)
+    return _conclude(view, stored.open_findings, published, kept, config)
 
 
 def _onto_view(view_state: GroupState, following: Following, published: Cursor,
@@ -402,7 +410,7 @@ def _publishing(replay: Replay, published: Cursor) -> Replay:
 
 
 def _conclude(view: Replay, open_findings: Mapping[FindingIdentity, int],
-              published_at: Cursor, window: Window) -> Stepped:
+              published_at: Cursor, window: Window, config: StepConfig) -> Stepped:
     """Findings of the view, the transitions to publish after `published_at`, the new blob
     (`window` gives its settled state and window), and the group's detail if it changed."""
     state = view.state
@@ -422,7 +430,7 @@ def _conclude(view: Replay, open_findings: Mapping[FindingIdentity, int],
     kept = Stored(window.settled, window.pending, window.horizon, open_now, reached[0],
                   reached[1], state if window.pending or window.pending_raw else None,
                   list(window.pending_raw))
-    refreshes = Refreshes(state, kept.now, _last_pending(kept))
+    refreshes = Refreshes(state, kept.now, _last_pending(kept), config.reorder_reach_ms)
     # Spark wakes the group at its next expiry (of a member, a broker's entry, or the group
     # itself), so a group that goes quiet still expires, and its series go, in event time.
     output = StepOutput(encode(kept), group_metrics(state, current), changes,

@@ -289,9 +289,10 @@ class Refreshes:
     a restart."""
 
     def __init__(self, view: GroupState, now: int, last_pending: tuple[int, int] | None,
-                 accepts: bool = True) -> None:
+                 reorder_reach_ms: int, accepts: bool = True) -> None:
         self.group, self.system = view.group, view.system
         self.now, self.last_pending = now, last_pending
+        self.reorder_reach_ms = reorder_reach_ms    # StepConfig.reorder_reach_ms
         self.deadline = next_deadline(view)
         self.accepts = accepts
         self._members: dict[tuple[str, str], Member] = dict(view.members)
@@ -483,17 +484,18 @@ class Refreshes:
     def thinned(self, kept: bytes, added: Sequence[Kept] = ()) -> list[Kept] | None:
         """The kept refreshes (`kept`, as `_renewed` has read and checked them, then `added`,
         references this view made) without those no step needs, in their order, if at most
-        THINNED_SHARE of the cap remain; else None (the group steps). A refresh only moves the times
-        of the sessions its source renews, up to its own: of a source's records, ordered by time,
-        one goes when the one before it that stays (or the view's time of those sessions) renews
-        them past the one after it. No session then expires at a time where it did not, whatever
-        event comes between them later; the newest stays, so every session and route ends at the
-        same time. A later event that comes between them and changes the member (an unregister, new
-        facts) meets the record after it that stays instead of the one that went: the same findings
-        end open, but their starts and the metrics may differ by up to that gap (a known gap, found
-        by tests/unit/test_kept_thinning.py; in event-time order nothing differs). An `alive` names
-        members that may be gone when it is stepped (it is then counted as naming a member not
-        held): its records all stay."""
+        THINNED_SHARE of the cap remain; else None (the group steps). A refresh only moves the
+        times of the sessions its source renews, up to its own: of a source's records, ordered
+        by time, one goes when the one before it that stays (or the view's time of those
+        sessions) renews them past the one after it, so no session expires where it did not,
+        whatever event comes between them later, and the newest stays, so every session and
+        route ends at the same time. Only records more than `reorder_reach_ms` behind the
+        newest go: a later event that changes the member between a record that went and the
+        one before it would meet the next one that stays, not it, and start its findings
+        there; but a step every batch has moved its window's lower edge past them by then, so
+        it takes such an event as late (merged into the settled state), which no kept refresh
+        equals (each puts it in its place). An `alive` names members that may be gone when it
+        is stepped (it is then counted as naming a member not held): its records all stay."""
         sources, times, offsets = _kept_columns(kept, None)
         for ref in added:
             sources.append(ref.source)
@@ -503,26 +505,28 @@ class Refreshes:
         for index, source in enumerate(sources):
             by_source.setdefault(source, []).append(index)
         base = session_times(self._members, self._clock)
+        reached = max(times) - self.reorder_reach_ms
         staying: list[int] = []
         for source, indexes in by_source.items():
-            staying += self._needed(source, indexes, times, offsets, base)
+            staying += self._needed(source, indexes, times, offsets, base, reached)
         if len(staying) > self.cap * THINNED_SHARE:
             return None
         staying.sort()
         return [Kept(sources[i], times[i], offsets[i]) for i in staying]
 
     def _needed(self, source: int, indexes: list[int], times: list[int], offsets: list[int],
-                base: dict[Session, int]) -> list[int]:
-        """The records of one source that `thinned` keeps (indexes into the columns)."""
+                base: dict[Session, int], reached: int) -> list[int]:
+        """The records of one source that `thinned` keeps (indexes into the columns): those
+        after `reached` all stay."""
         ordered = sorted(indexes, key=lambda i: (times[i], offsets[i]))
         if isinstance(self.sources[source], AliveSource):
             return ordered
         sessions = self._renewed_by(source)
         if not sessions:                    # a route of a group with members: its time only
-            return ordered[-1:]
+            return [i for i in ordered[:-1] if times[i] > reached] + ordered[-1:]
         needed, last = [], min(base[session] for session in sessions)
         for here, after in pairwise(ordered):
-            if deadline_after(last, self._timeout_ms) <= times[after]:
+            if times[here] > reached or deadline_after(last, self._timeout_ms) <= times[after]:
                 needed.append(here)
                 last = times[here]
         needed.append(ordered[-1])
