@@ -37,8 +37,8 @@ pytestmark = [pytest.mark.unit, pytest.mark.slow]
 SMALL_MAX_KEPT = 8
 # Refreshes are kept only off the exact path (which the suite's second pass takes by default).
 KEEPINGS = tuple(replace(config, exact=False) for config in CONFIGS)
-# A window a tenth of the sessions, as the defaults' (10 s of 120 s): records a reach of
-# 201 ms behind the newest may go, so a group of heartbeats every few hundred ms thins often.
+# A window a tenth of the sessions, near the defaults' share (10 s of 120 s): records more than
+# 201 ms behind the newest may go, so a group heartbeating every few hundred ms thins often.
 KEEPING = replace(KEEPINGS[0], reorder_window_ms=100)
 
 
@@ -164,7 +164,8 @@ def test_a_late_change_meets_the_refresh_after_it_that_a_step_every_batch_meets(
                                                                                  restarted):
     """c1's release ends the double assignment, and its next restating heartbeat starts it
     again: there, not at a later one that stayed. (Thinning c1's refreshes to those its session
-    needs started it again at T0 + 780 whenever the release came before T0 + 760.)"""
+    needs started it again at T0 + 780 whenever the release came before T0 + 760; now every
+    record lies within reach of the newest when the group reaches its cap, and it steps.)"""
     batches = _double_claims_then_a_late_release(late_ms)
     _thinned_as_unthinned(batches, KEEPING, in_order=False)
     assert every_batch(batches, KEEPING).out.metrics.conflict_since_ms == T0 + restarted
